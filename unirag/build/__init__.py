@@ -1,0 +1,1 @@
+"""Graph building, starting from the corpus: documents -> chunks (later: graphs)."""

@@ -1,0 +1,106 @@
+"""Ingest sources into the workspace: load, de-duplicate, chunk, append.
+
+Documents are committed in batches, each document together with its chunks,
+so a killed run resumes where it stopped: documents already stored are
+recognised by their content-hash id and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from unirag.config import Settings
+from unirag.errors import WorkspaceError
+from unirag.progress import Progress
+from unirag.text.chunking import chunk_document
+from unirag.text.loaders import load_documents
+from unirag.text.tokenizer import get_tokenizer
+from unirag.text.types import Chunk, Document
+from unirag.workspace import Workspace
+
+BATCH_DOCUMENTS = 256
+
+
+@dataclass
+class IngestReport:
+    documents_seen: int = 0
+    documents_added: int = 0
+    chunks_added: int = 0
+    duplicates: int = 0
+    already_indexed: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def chunking_config(settings: Settings) -> dict[str, object]:
+    c = settings.chunking
+    return {"size": c.size, "overlap": c.overlap, "encoding": c.encoding}
+
+
+def check_chunking_config(workspace: Workspace, settings: Settings) -> None:
+    """Refuse to mix chunkings in one workspace (ids and indices would disagree)."""
+    entry = workspace.manifest_entry("chunks")
+    wanted = chunking_config(settings)
+    if entry and entry.get("config") != wanted and workspace.counts()["chunks"]:
+        have = entry.get("config", {})
+        raise WorkspaceError(
+            f"{workspace.root} was chunked with size={have.get('size')} overlap={have.get('overlap')}, "
+            f"not size={wanted['size']} overlap={wanted['overlap']}: pass --rebuild to re-chunk (caches are kept)"
+        )
+
+
+def ingest(
+    workspace: Workspace,
+    sources: Sequence[str | Path],
+    settings: Settings,
+    fmt: str = "auto",
+    progress: Progress | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> IngestReport:
+    progress = progress or Progress()
+    report = IngestReport()
+
+    def on_warning(message: str) -> None:
+        report.warnings.append(message)
+        if warn:
+            warn(message)
+
+    check_chunking_config(workspace, settings)
+    tokenizer = get_tokenizer(settings.chunking.encoding)
+    stored = workspace.document_ids()
+    seen: set[str] = set()
+    pending: list[tuple[Document, list[Chunk]]] = []
+
+    def flush() -> None:
+        docs, chunks = workspace.add_documents(pending)
+        report.documents_added += docs
+        report.chunks_added += chunks
+        pending.clear()
+
+    with progress.task("loading and chunking documents") as advance:
+        for doc in load_documents(
+            sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
+        ):
+            report.documents_seen += 1
+            advance(1)
+            doc_id = doc.id
+            if doc_id in seen:
+                report.duplicates += 1
+                continue
+            seen.add(doc_id)
+            if doc_id in stored:
+                report.already_indexed += 1
+                continue
+            pending.append(
+                (doc, chunk_document(doc, tokenizer, settings.chunking.size, settings.chunking.overlap))
+            )
+            if len(pending) >= BATCH_DOCUMENTS:
+                flush()
+        flush()
+    counts = workspace.counts()
+    workspace.set_manifest_entry(
+        "chunks",
+        {"config": chunking_config(settings), "count": counts["chunks"], "documents": counts["documents"]},
+    )
+    return report

@@ -1,0 +1,286 @@
+"""Command-line interface (typer): init, index, query, methods, stats.
+
+Heavy modules are imported inside commands so ``unirag --help`` stays instant.
+Every :class:`UniragError` becomes one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from unirag.errors import UniragError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+app = typer.Typer(
+    name="unirag",
+    help="Graph-based RAG methods in one framework: index a corpus, ask questions, compare methods.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+methods_app = typer.Typer(help="List or explain the available methods.", invoke_without_command=True)
+app.add_typer(methods_app, name="methods")
+
+WorkspaceOpt = Annotated[
+    Path, typer.Option("--workspace", "-w", envvar="UNIRAG_WORKSPACE", help="workspace directory", show_default=False)
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+ChatUrlOpt = Annotated[str | None, typer.Option("--chat-base-url", help="OpenAI-compatible chat endpoint")]
+ChatModelOpt = Annotated[str | None, typer.Option("--chat-model", help="chat model name")]
+EmbUrlOpt = Annotated[str | None, typer.Option("--embedding-base-url", help="OpenAI-compatible embedding endpoint")]
+EmbModelOpt = Annotated[str | None, typer.Option("--embedding-model", help="embedding model name")]
+ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="parallel model calls at most")]
+
+
+def _err(message: str) -> None:
+    print(f"unirag: {message}", file=sys.stderr)
+
+
+def _handle_errors(fn: F) -> F:
+    """One line on stderr and a non-zero exit for user-facing errors."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UniragError as exc:
+            _err(f"error: {exc}")
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _err("interrupted: finished work is saved; run the same command again to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(workspace: Path | None, **flags: Any) -> Any:
+    from unirag.config import load_settings
+
+    return load_settings(workspace, {key.replace("__", "."): value for key, value in flags.items()})
+
+
+def _stack(settings: Any, workspace: Any) -> Any:
+    from unirag.llm.factory import build_stack
+
+    return build_stack(settings, workspace.cache())
+
+
+def _show_progress(quiet: bool, as_json: bool) -> Any:
+    from unirag.progress import Progress
+
+    return Progress(enabled=not quiet)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="print the version and exit")] = False,
+) -> None:
+    if version:
+        from unirag import __version__
+
+        print(__version__)
+        raise typer.Exit(0)
+
+
+@app.command()
+@_handle_errors
+def init(directory: Annotated[Path, typer.Argument(help="workspace directory to create")]) -> None:
+    """Create a workspace with a commented settings file (unirag.yaml)."""
+    from unirag.config import SETTINGS_FILE
+    from unirag.workspace import Workspace
+
+    Workspace.init(directory).close()
+    print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE})")
+
+
+@app.command()
+@_handle_errors
+def index(
+    sources: Annotated[list[Path], typer.Argument(help="files or directories to index", show_default=False)],
+    workspace: WorkspaceOpt,
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="auto|text|jsonl|json|hotpotqa|musique|2wiki")
+    ] = "auto",
+    chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="tokens per chunk")] = None,
+    chunk_overlap: Annotated[int | None, typer.Option("--chunk-overlap", help="overlapping tokens")] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="re-chunk from scratch (caches are kept)")] = False,
+    embedding_base_url: EmbUrlOpt = None,
+    embedding_model: EmbModelOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Load, chunk, embed and index SOURCES into the workspace (resumable; unchanged input is a no-op)."""
+    from unirag.pipeline import run_index
+    from unirag.text.loaders import FORMATS
+    from unirag.workspace import Workspace
+
+    if fmt not in FORMATS:
+        raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
+    ws = Workspace.init(workspace)
+    settings = _settings(
+        workspace,
+        chunking__size=chunk_size,
+        chunking__overlap=chunk_overlap,
+        embedding__base_url=embedding_base_url,
+        embedding__model=embedding_model,
+        concurrency=concurrency,
+    )
+    if rebuild:
+        ws.clear_corpus()
+    report = run_index(
+        ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
+        _show_progress(quiet, as_json), warn=lambda m: _err(f"warning: {m}"),
+    )
+    data = report.to_json()
+    ws.close()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    print(
+        f"indexed {data['documents_added']} new documents ({data['chunks_added']} chunks); "
+        f"{data['already_indexed']} already indexed; {data['duplicates_skipped']} duplicates skipped"
+    )
+    print(
+        f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
+        f"rebuilt: {', '.join(data['rebuilt']) or 'nothing (up to date)'}"
+    )
+
+
+@app.command()
+@_handle_errors
+def query(
+    question: Annotated[str, typer.Argument(help="the question", show_default=False)],
+    workspace: WorkspaceOpt,
+    method: Annotated[
+        str | None, typer.Option("--method", "-m", help="method name or path to a method .yaml")
+    ] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="items per retrieval operator")] = None,
+    chat_base_url: ChatUrlOpt = None,
+    chat_model: ChatModelOpt = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="answer length cap")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer QUESTION with a method over the workspace; show the answer and its sources."""
+    from unirag.methods.runner import MethodRunner
+    from unirag.methods.spec import resolve_method
+    from unirag.workspace import Workspace
+
+    settings = _settings(
+        workspace, retrieval__top_k=top_k, chat__base_url=chat_base_url, chat__model=chat_model,
+        chat__max_tokens=max_tokens, method=method,
+    )
+    spec = resolve_method(settings.method)
+    ws = Workspace.open(workspace)
+    runner = MethodRunner(ws, settings, _stack(settings, ws))
+    result = runner.run(spec, question)
+    ws.record_usage(f"query:{spec.name}", result.ledger)
+    ws.close()
+    if as_json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold]Answer[/bold] ({spec.title}): {result.answer}")
+    if result.context:
+        console.print("[bold]Sources[/bold]")
+        for number, item in enumerate(result.context, start=1):
+            snippet = " ".join(item.text.split())[:160]
+            console.print(f"  [{number}] {item.source} ({item.kind}, score {item.score:.3f}): {snippet}", markup=False)
+    usage = result.usage()
+    console.print(
+        f"[dim]{usage['llm_calls']} LLM calls ({usage['cache_hits']} cached), {usage['prompt_tokens']} prompt + "
+        f"{usage['completion_tokens']} completion tokens, {result.timings['total']:.2f} s[/dim]"
+    )
+
+
+@methods_app.callback()
+@_handle_errors
+def methods_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List every method with its operator pipeline and required artifacts."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from unirag.methods.spec import builtin_methods
+
+    specs = builtin_methods()
+    if as_json:
+        print(json.dumps([spec.to_json() for spec in specs.values()], indent=2))
+        return
+    for spec in specs.values():
+        data = spec.to_json()
+        print(f"{spec.name:<12} {spec.title:<12} {data['pipeline']}")
+
+
+@methods_app.command("show")
+@_handle_errors
+def methods_show(name: Annotated[str, typer.Argument(help="method name or spec path")], as_json: JsonOpt = False) -> None:
+    """Explain one method: source, conversions, operators, generation, artifacts."""
+    from unirag.methods.spec import resolve_method
+    from unirag.operators.registry import operator_registry
+
+    spec = resolve_method(name)
+    data = spec.to_json()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    registry = operator_registry()
+    print(f"{spec.title} ({spec.name}) — {spec.description}")
+    print(f"source: {spec.source}")
+    print(f"pipeline: {data['pipeline']}")
+    for call in spec.operators:
+        print(f"  {call.op}: {registry[call.op].summary} {call.params or ''}")
+    print(f"generation: {spec.generation.mode}, prompt '{spec.generation.prompt}'")
+    print(f"requires: {', '.join(data['requires']) or 'nothing (no retrieval)'}")
+
+
+@app.command()
+@_handle_errors
+def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
+    """Counts of documents and chunks, artifacts, and usage per stage."""
+    from unirag.workspace import Workspace
+
+    ws = Workspace.open(workspace)
+    data = {
+        "workspace": str(workspace),
+        **ws.counts(),
+        "artifacts": ws.manifest(),
+        "cache": ws.cache().counts(),
+        "usage_by_stage": {stage: u.to_json() for stage, u in sorted(ws.usage_by_stage().items())},
+    }
+    ws.close()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    print(f"workspace {workspace}: {data['documents']} documents, {data['chunks']} chunks, "
+          f"{data['chunk_tokens']} chunk tokens")
+    for name, entry in sorted(data["artifacts"].items()):
+        print(f"  artifact {name}: {entry.get('count', '?')} items, built {entry.get('built_at', '?')}")
+    print(f"  cache: {data['cache']['chat_responses']} chat responses, {data['cache']['embeddings']} embeddings")
+    for stage, usage in data["usage_by_stage"].items():
+        print(
+            f"  {stage:<24} llm {usage['llm_calls']:>5} (+{usage['cache_hits']} cached)  "
+            f"prompt {usage['prompt_tokens']:>8}  completion {usage['completion_tokens']:>7}  "
+            f"embed {usage['embedding_calls']:>4} calls / {usage['embedded_texts']} texts  {usage['seconds']:.1f} s"
+        )
+
+
+def main() -> None:
+    """Console entry point: a one-line message instead of a traceback for anything unexpected."""
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - last resort at the process boundary, reported, not swallowed
+        if os.environ.get("UNIRAG_DEBUG"):
+            raise
+        first = (str(exc).splitlines() or [""])[0]
+        _err(f"internal error: {type(exc).__name__}: {first} (set UNIRAG_DEBUG=1 for a traceback)")
+        sys.exit(3)

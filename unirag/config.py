@@ -1,0 +1,278 @@
+"""Settings: one pydantic object, loaded in a documented order.
+
+Precedence, lowest first: defaults (this module) < the workspace's
+``unirag.yaml`` (with ``${VAR}`` / ``${VAR:-default}`` interpolation) <
+``UNIRAG_*`` environment variables < command-line flags.
+
+Environment names are derived from the field paths: ``chat.base_url`` is
+``UNIRAG_CHAT_BASE_URL``, ``concurrency`` is ``UNIRAG_CONCURRENCY``. API keys
+are :class:`pydantic.SecretStr`, so they never appear in a repr, a log line, a
+manifest or a cache key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from unirag.errors import ConfigError
+
+SETTINGS_FILE = "unirag.yaml"
+ENV_PREFIX = "UNIRAG_"
+NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG"})
+EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
+EMBEDDED_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ChatSettings(_Section):
+    """The chat model. ``auto`` means: an OpenAI-compatible endpoint when a
+    base URL is set, otherwise the embedded SmolLM2 (offline, tiny)."""
+
+    provider: Literal["auto", "embedded", "openai"] = "auto"
+    base_url: str | None = None
+    model: str = EMBEDDED_CHAT_MODEL
+    api_key: SecretStr | None = None
+    timeout: float = Field(120.0, gt=0)
+    temperature: float = Field(0.0, ge=0)
+    max_tokens: int = Field(512, gt=0)
+    json_mode: Literal["auto", "on", "off"] = "auto"
+    context_window: int = Field(8000, gt=256)
+    n_threads: int = Field(2, gt=0)
+
+    @property
+    def resolved_provider(self) -> str:
+        if self.provider != "auto":
+            return self.provider
+        return "openai" if self.base_url else "embedded"
+
+
+class EmbeddingSettings(_Section):
+    """The embedding model (same ``auto`` rule as chat; embedded is MiniLM)."""
+
+    provider: Literal["auto", "embedded", "openai"] = "auto"
+    base_url: str | None = None
+    model: str = EMBEDDED_EMBEDDING_MODEL
+    api_key: SecretStr | None = None
+    timeout: float = Field(60.0, gt=0)
+    batch_size: int = Field(32, gt=0, le=2048)
+    n_threads: int = Field(2, gt=0)
+
+    @property
+    def resolved_provider(self) -> str:
+        if self.provider != "auto":
+            return self.provider
+        return "openai" if self.base_url else "embedded"
+
+
+class ChunkingSettings(_Section):
+    """Token chunking. 1200/100 is the survey's setting; 600/100 GraphRAG's.
+
+    ``presplit``: ``auto`` keeps passages of the dataset formats (HotpotQA,
+    MuSiQue, 2Wiki) as one chunk each, as the survey does for expert-split
+    corpora; ``always``/``never`` force it for every source.
+    """
+
+    size: int = Field(1200, gt=0)
+    overlap: int = Field(100, ge=0)
+    presplit: Literal["auto", "always", "never"] = "auto"
+    encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> ChunkingSettings:
+        if self.overlap >= self.size:
+            raise ValueError(f"chunking.overlap ({self.overlap}) must be smaller than chunking.size ({self.size})")
+        return self
+
+
+class LoaderSettings(_Section):
+    """Field names read from .json/.jsonl records."""
+
+    text_field: str = "text"
+    title_field: str = "title"
+
+
+class RetrievalSettings(_Section):
+    top_k: int = Field(4, gt=0)
+
+
+class Settings(_Section):
+    chat: ChatSettings = ChatSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    chunking: ChunkingSettings = ChunkingSettings()
+    loader: LoaderSettings = LoaderSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    concurrency: int = Field(4, gt=0, description="parallel model calls at most")
+    max_retries: int = Field(5, ge=0)
+    retry_base_delay: float = Field(1.0, ge=0)
+    retry_max_delay: float = Field(30.0, ge=0)
+    cache: bool = True
+    method: str = "vanilla"
+
+    def public_dict(self) -> dict[str, Any]:
+        """Settings as JSON-safe data with secrets masked (for stats/manifests)."""
+        return json.loads(self.model_dump_json())
+
+
+def config_hash(data: Any) -> str:
+    """A short stable hash of JSON-able data: canonical JSON, sorted keys."""
+    blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def interpolate(value: Any, env: Mapping[str, str], where: str = SETTINGS_FILE) -> Any:
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in every string of ``value``."""
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where}: ${{{name}}} is not set in the environment")
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: interpolate(v, env, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env, where) for v in value]
+    return value
+
+
+def _field_paths(model: type[BaseModel] = Settings) -> dict[str, tuple[str, ...]]:
+    """Map env names (``UNIRAG_CHAT_BASE_URL``) to field paths (``chat``, ``base_url``)."""
+    paths: dict[str, tuple[str, ...]] = {}
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for sub in annotation.model_fields:
+                paths[f"{ENV_PREFIX}{name}_{sub}".upper()] = (name, sub)
+        else:
+            paths[f"{ENV_PREFIX}{name}".upper()] = (name,)
+    return paths
+
+
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = data
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_settings_file(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """Parse a settings YAML file (interpolated); a missing file is empty."""
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{path}: not valid YAML ({first})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return interpolate(data, env, str(path))
+
+
+def load_settings(
+    workspace: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build the settings: defaults < ``workspace/unirag.yaml`` < env < ``overrides``.
+
+    ``overrides`` uses dotted keys (``{"chat.model": "qwen2.5"}``); ``None``
+    values are ignored so unset CLI flags do not mask lower layers.
+    """
+    env = os.environ if env is None else env
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if workspace is not None:
+        data = read_settings_file(Path(workspace) / SETTINGS_FILE, env)
+        source = str(Path(workspace) / SETTINGS_FILE)
+    paths = _field_paths()
+    env_layer: dict[str, Any] = {}
+    for name, value in env.items():
+        if name in paths:
+            _set_path(env_layer, paths[name], value)
+        elif name.startswith(ENV_PREFIX) and name not in NON_SETTING_VARS:
+            raise ConfigError(f"unknown environment variable {name}; known: {', '.join(sorted(paths))}")
+    data = _merge(data, env_layer)
+    flag_layer: dict[str, Any] = {}
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(flag_layer, tuple(dotted.split(".")), value)
+    data = _merge(data, flag_layer)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(f"invalid setting {loc} ({source}, env or flags): {err['msg']}") from None
+
+
+DEFAULT_SETTINGS_YAML = """\
+# unirag settings for this workspace.
+# Precedence: defaults < this file < UNIRAG_* environment variables < CLI flags.
+# ${VAR} and ${VAR:-default} are replaced from the environment.
+
+chat:
+  # provider: auto uses an OpenAI-compatible endpoint when base_url is set,
+  # otherwise the embedded SmolLM2-135M (offline; proves the pipeline, answers poorly).
+  provider: auto
+  # base_url: http://localhost:8000/v1      # vLLM, Ollama (/v1), llama.cpp server, OpenAI
+  # model: meta-llama/Meta-Llama-3-8B-Instruct
+  # api_key: ${OPENAI_API_KEY}
+  temperature: 0.0
+  max_tokens: 512
+  json_mode: auto
+  context_window: 8000
+
+embedding:
+  provider: auto
+  # base_url: http://localhost:8000/v1
+  # model: BAAI/bge-m3
+  batch_size: 32
+
+chunking:
+  size: 1200        # the survey's setting; GraphRAG uses 600
+  overlap: 100
+  presplit: auto    # dataset passages stay one chunk each
+
+retrieval:
+  top_k: 4
+
+concurrency: 4
+max_retries: 5
+cache: true
+method: vanilla
+"""

@@ -1,0 +1,1 @@
+"""Generation: prompts (versioned files) and generation modes."""

@@ -1,0 +1,57 @@
+"""Direct generation: one prompt, the context cut to fit the model's window."""
+
+from __future__ import annotations
+
+import re
+
+from unirag.generate.prompts import load_prompt
+from unirag.llm.base import ChatRequest
+from unirag.operators.context import ContextItem, QueryState
+from unirag.text.tokenizer import get_tokenizer
+
+_ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def format_context(items: list[ContextItem], budget_tokens: int, encoding: str = "cl100k_base") -> str:
+    """Numbered items, best first, truncated so the whole block fits ``budget_tokens``."""
+    tokenizer = get_tokenizer(encoding)
+    blocks: list[str] = []
+    used = 0
+    for number, item in enumerate(items, start=1):
+        block = f"[{number}] ({item.kind}: {item.source})\n{item.text.strip()}"
+        cost = tokenizer.count(block) + 2
+        if used + cost > budget_tokens:
+            remaining = budget_tokens - used
+            if remaining > 32:
+                blocks.append(tokenizer.truncate(block, remaining - 2))
+            break
+        blocks.append(block)
+        used += cost
+    return "\n\n".join(blocks)
+
+
+def extract_answer(text: str) -> str:
+    """The text after the last "Answer:" line when there is one, else all of it."""
+    matches = _ANSWER_LINE.findall(text)
+    return matches[-1].strip() if matches else text.strip()
+
+
+def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
+    """Returns (answer, raw model output)."""
+    settings = state.resources.settings
+    template = load_prompt(prompt)
+    fields = {"question": state.question}
+    if use_context:
+        tokenizer = get_tokenizer(settings.chunking.encoding)
+        overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
+        budget = settings.chat.context_window - settings.chat.max_tokens - overhead - 64
+        fields["context"] = format_context(state.items, max(budget, 0), settings.chunking.encoding)
+    request = ChatRequest(
+        messages=template.messages(**fields),
+        stage="query.generate",
+        prompt_version=template.cache_version,
+        temperature=settings.chat.temperature,
+        max_tokens=settings.chat.max_tokens,
+    )
+    raw = state.models.chat.complete(request).text
+    return extract_answer(raw), raw

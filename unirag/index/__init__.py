@@ -1,0 +1,1 @@
+"""Index construction: vector indices, BM25 (later: TF-IDF, community hierarchies)."""

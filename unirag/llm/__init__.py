@@ -1,0 +1,1 @@
+"""Model clients (chat and embeddings) and the layers wrapped around every call."""

@@ -1,0 +1,148 @@
+"""What a model call is, independent of any backend.
+
+A :class:`ChatRequest` is plain data: it hashes to the cache key, it names the
+stage its cost is charged to, and it carries the version of the prompt that
+produced it so that editing a prompt file invalidates the cache honestly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion. ``stage`` and ``prompt_version`` are not sent to the model."""
+
+    messages: tuple[dict[str, str], ...]
+    stage: str = "generate"
+    prompt_version: str = ""
+    temperature: float = 0.0
+    max_tokens: int = 512
+    json_mode: bool = False
+
+    def cache_key(self, model: str) -> str:
+        """sha256 of a canonical JSON of everything that changes the answer."""
+        payload = {
+            "kind": "chat",
+            "model": model,
+            "messages": list(self.messages),
+            "prompt_version": self.prompt_version,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "json_mode": self.json_mode,
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str = "stop"
+    cached: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("cached")
+        return data
+
+
+@dataclass(frozen=True)
+class EmbeddingBatch:
+    """Vectors for a batch of texts (rows L2-normalised, float32)."""
+
+    vectors: np.ndarray
+    prompt_tokens: int = 0
+    calls: int = 0
+    cache_hits: int = 0
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """Anything that completes a chat request. ``name`` goes into cache keys."""
+
+    name: str
+
+    def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+
+@runtime_checkable
+class EmbeddingModel(Protocol):
+    """Anything that embeds texts. ``name`` goes into cache keys; ``dim`` may be 0 until first use."""
+
+    name: str
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch: ...
+
+
+def embedding_cache_key(model: str, text: str) -> str:
+    return hashlib.sha256(f"embed\x00{model}\x00{text}".encode()).hexdigest()
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows (zero rows stay zero) so inner product = cosine."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+@dataclass
+class StageUsage:
+    """Cost of one named stage: real model calls, cache hits, tokens, seconds."""
+
+    llm_calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    embedding_calls: int = 0
+    embedded_texts: int = 0
+    embedding_cache_hits: int = 0
+    embedding_tokens: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: StageUsage) -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["seconds"] = round(self.seconds, 4)
+        return data
+
+
+@dataclass
+class UsageLedger:
+    """Usage per stage for one run (an index or a query). Thread-safe enough:
+    each update is a handful of integer additions under the GIL on one dataclass;
+    the concurrency layer serialises nothing here, so we guard with a lock."""
+
+    stages: dict[str, StageUsage] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+
+    def record(self, stage: str, **delta: float) -> None:
+        with self._lock:
+            usage = self.stages.setdefault(stage, StageUsage())
+            for name, value in delta.items():
+                setattr(usage, name, getattr(usage, name) + value)
+
+    def total(self) -> StageUsage:
+        out = StageUsage()
+        for usage in self.stages.values():
+            out.add(usage)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: usage.to_json() for name, usage in sorted(self.stages.items())}

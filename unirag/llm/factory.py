@@ -1,0 +1,96 @@
+"""Build the layered chat and embedding clients from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from unirag.config import Settings
+from unirag.errors import ConfigError
+from unirag.llm.base import ChatModel, EmbeddingModel, UsageLedger
+from unirag.llm.cache import ResponseCache
+from unirag.llm.layers import (
+    AccountedChat,
+    AccountedEmbedder,
+    CachedChat,
+    CachedEmbedder,
+    LimitedChat,
+    RetryingChat,
+    RetryingEmbedder,
+    RetryPolicy,
+)
+
+
+def backend_chat(settings: Settings) -> ChatModel:
+    """The bare chat backend the settings name (no layers)."""
+    chat = settings.chat
+    if chat.resolved_provider == "openai":
+        if not chat.base_url:
+            raise ConfigError("chat.provider is openai but chat.base_url is not set (UNIRAG_CHAT_BASE_URL)")
+        from unirag.llm.openai_compat import OpenAIChat
+
+        key = chat.api_key.get_secret_value() if chat.api_key else None
+        return OpenAIChat(chat.base_url, chat.model, key, chat.timeout, chat.json_mode)
+    from unirag.llm.embedded import EmbeddedChat
+
+    return EmbeddedChat(chat.model, chat.context_window, chat.n_threads)
+
+
+def backend_embedder(settings: Settings) -> EmbeddingModel:
+    emb = settings.embedding
+    if emb.resolved_provider == "openai":
+        if not emb.base_url:
+            raise ConfigError(
+                "embedding.provider is openai but embedding.base_url is not set (UNIRAG_EMBEDDING_BASE_URL)"
+            )
+        from unirag.llm.openai_compat import OpenAIEmbedder
+
+        key = emb.api_key.get_secret_value() if emb.api_key else None
+        return OpenAIEmbedder(emb.base_url, emb.model, key, emb.timeout)
+    from unirag.llm.embedded import EmbeddedEmbedder
+
+    return EmbeddedEmbedder(emb.model, emb.n_threads)
+
+
+@dataclass
+class Models:
+    """The chat and embedding clients of one run, charging one ledger."""
+
+    chat: ChatModel
+    embedder: EmbeddingModel
+    ledger: UsageLedger
+
+
+@dataclass
+class ModelStack:
+    """Cached, limited, retrying clients, built once per process.
+
+    :meth:`accounted` gives views that charge a given ledger, so each query of
+    a long evaluation gets its own usage without reloading any model.
+    """
+
+    chat: ChatModel
+    embedder: EmbeddingModel
+
+    def accounted(self, ledger: UsageLedger | None = None) -> Models:
+        ledger = ledger if ledger is not None else UsageLedger()
+        return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger)
+
+
+def build_stack(
+    settings: Settings,
+    cache: ResponseCache | None,
+    chat: ChatModel | None = None,
+    embedder: EmbeddingModel | None = None,
+) -> ModelStack:
+    """Wrap backends (built from settings unless given) in the standard layers.
+
+    Backends are cheap to construct: the embedded models load on first use, so
+    a method that never calls the chat model never loads it.
+    """
+    policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
+    chat_model: ChatModel = LimitedChat(RetryingChat(chat or backend_chat(settings), policy), settings.concurrency)
+    embed_model: EmbeddingModel = RetryingEmbedder(embedder or backend_embedder(settings), policy)
+    if cache is not None and settings.cache:
+        chat_model = CachedChat(chat_model, cache)
+        embed_model = CachedEmbedder(embed_model, cache)
+    return ModelStack(chat_model, embed_model)

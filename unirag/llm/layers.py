@@ -1,0 +1,170 @@
+"""Composable layers around every model call.
+
+The stack built by :mod:`unirag.llm.factory`, outermost first::
+
+    Accounted -> Cached -> Limited -> Retrying -> backend
+
+Accounting sees cache hits and wall time; a cache hit never waits for a
+concurrency slot; a retry keeps its slot so a 429 storm does not fan out.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from unirag.errors import LLMUnavailableError, RetryableLLMError
+from unirag.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    EmbeddingBatch,
+    EmbeddingModel,
+    UsageLedger,
+    embedding_cache_key,
+)
+from unirag.llm.cache import ResponseCache
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter, honouring ``Retry-After``."""
+
+    max_retries: int = 5
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(self.max_delay, max(0.0, retry_after))
+        return min(self.max_delay, self.base_delay * (2**attempt)) * (0.5 + random.random() / 2)
+
+
+def call_with_retry(
+    what: str, fn: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
+) -> T:
+    """Run ``fn``; on :class:`RetryableLLMError` back off and try again."""
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except RetryableLLMError as exc:
+            if attempt >= policy.max_retries:
+                raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
+            sleep(policy.delay(attempt, exc.retry_after))
+            attempt += 1
+
+
+class RetryingChat:
+    def __init__(self, inner: ChatModel, policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.inner, self.policy, self.sleep, self.name = inner, policy, sleep, inner.name
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        return call_with_retry(f"chat model {self.name}", lambda: self.inner.complete(request), self.policy, self.sleep)
+
+
+class RetryingEmbedder:
+    def __init__(self, inner: EmbeddingModel, policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.inner, self.policy, self.sleep, self.name = inner, policy, sleep, inner.name
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        return call_with_retry(
+            f"embedding model {self.name}", lambda: self.inner.embed(texts, stage), self.policy, self.sleep
+        )
+
+
+class LimitedChat:
+    """At most ``limit`` calls in flight across threads sharing this object."""
+
+    def __init__(self, inner: ChatModel, limit: int) -> None:
+        self.inner, self.name = inner, inner.name
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        with self._slots:
+            return self.inner.complete(request)
+
+
+class CachedChat:
+    def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
+        self.inner, self.cache, self.name = inner, cache, inner.name
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        key = request.cache_key(self.name)
+        hit = self.cache.get_chat(key)
+        if hit is not None:
+            return ChatResponse(**hit, cached=True)
+        response = self.inner.complete(request)
+        self.cache.put_chat(key, self.name, request.stage, response.to_json())
+        return response
+
+
+class CachedEmbedder:
+    """Embeds only texts not cached; one inner call for all the misses."""
+
+    def __init__(self, inner: EmbeddingModel, cache: ResponseCache) -> None:
+        self.inner, self.cache, self.name = inner, cache, inner.name
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        keys = [embedding_cache_key(self.name, text) for text in texts]
+        found = self.cache.get_vectors(keys)
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        calls, tokens = 0, 0
+        if missing:
+            fresh = self.inner.embed([texts[i] for i in missing], stage)
+            calls, tokens = fresh.calls, fresh.prompt_tokens
+            self.cache.put_vectors(self.name, ((keys[i], fresh.vectors[j]) for j, i in enumerate(missing)))
+            for j, i in enumerate(missing):
+                found[keys[i]] = fresh.vectors[j]
+        vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - len(missing))
+
+
+class AccountedChat:
+    """Charges each call to ``request.stage``: real calls, cache hits, tokens, seconds.
+
+    Tokens are counted for cache hits too: they are the method's cost, which a
+    fair comparison needs; ``llm_calls`` counts only calls a model really served.
+    """
+
+    def __init__(self, inner: ChatModel, ledger: UsageLedger) -> None:
+        self.inner, self.ledger, self.name = inner, ledger, inner.name
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        start = time.perf_counter()
+        response = self.inner.complete(request)
+        self.ledger.record(
+            request.stage,
+            llm_calls=0 if response.cached else 1,
+            cache_hits=1 if response.cached else 0,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            seconds=time.perf_counter() - start,
+        )
+        return response
+
+
+class AccountedEmbedder:
+    def __init__(self, inner: EmbeddingModel, ledger: UsageLedger) -> None:
+        self.inner, self.ledger, self.name = inner, ledger, inner.name
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        start = time.perf_counter()
+        batch = self.inner.embed(texts, stage)
+        self.ledger.record(
+            stage,
+            embedding_calls=batch.calls,
+            embedded_texts=len(texts) - batch.cache_hits,
+            embedding_cache_hits=batch.cache_hits,
+            embedding_tokens=batch.prompt_tokens,
+            seconds=time.perf_counter() - start,
+        )
+        return batch

@@ -1,0 +1,1 @@
+"""Methods declared as data (``specs/*.yaml``) and the one runner that executes them."""

@@ -1,0 +1,82 @@
+"""The one method runner: conversions, operators in order, then generation.
+
+Every method, shipped or user-written, goes through :meth:`MethodRunner.run`.
+Indices are loaded once per runner (per process) and reused across queries.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from unirag.config import Settings
+from unirag.generate.direct import generate_direct
+from unirag.llm.base import UsageLedger
+from unirag.llm.factory import ModelStack
+from unirag.methods.spec import MethodSpec
+from unirag.operators.context import ContextItem, QueryState, Resources
+from unirag.operators.registry import conversion_registry, operator_registry
+from unirag.workspace import Workspace
+
+
+@dataclass
+class QueryResult:
+    question: str
+    method: str
+    answer: str
+    raw_answer: str
+    context: list[ContextItem]
+    ledger: UsageLedger
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def usage(self) -> dict[str, Any]:
+        total = self.ledger.total()
+        return {
+            "llm_calls": total.llm_calls,
+            "cache_hits": total.cache_hits,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "embedding_calls": total.embedding_calls,
+            "embedding_cache_hits": total.embedding_cache_hits,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "method": self.method,
+            "answer": self.answer,
+            "raw_answer": self.raw_answer,
+            "context": [item.to_json() for item in self.context],
+            "usage": self.usage(),
+            "usage_by_stage": self.ledger.to_json(),
+            "timings": {name: round(seconds, 4) for name, seconds in self.timings.items()},
+        }
+
+
+class MethodRunner:
+    def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack) -> None:
+        self.settings = settings
+        self.stack = stack
+        self.resources = Resources(workspace, settings)
+
+    def run(self, spec: MethodSpec, question: str) -> QueryResult:
+        started = time.perf_counter()
+        ledger = UsageLedger()
+        state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger))
+        conversions, operators = conversion_registry(), operator_registry()
+        for name in spec.question:
+            tick = time.perf_counter()
+            conversions[name].fn(state)
+            state.timings[f"question.{name}"] = time.perf_counter() - tick
+        for position, call in enumerate(spec.operators):
+            tick = time.perf_counter()
+            params = {"top_k": self.settings.retrieval.top_k} if "top_k" in dict(operators[call.op].params) else {}
+            params.update(call.params)
+            state.items.extend(operators[call.op].fn(state, **params))
+            state.timings[f"operator.{position}.{call.op}"] = time.perf_counter() - tick
+        tick = time.perf_counter()
+        answer, raw = generate_direct(state, spec.generation.prompt, spec.generation.use_context)
+        state.timings["generate"] = time.perf_counter() - tick
+        state.timings["total"] = time.perf_counter() - started
+        return QueryResult(question, spec.name, answer, raw, state.items, ledger, state.timings)

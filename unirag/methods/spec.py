@@ -1,0 +1,126 @@
+"""A method is data: question conversions, an ordered operator list, a generation mode.
+
+Specs ship in ``specs/*.yaml``; a user passes a path to their own file to
+``unirag query -m my_method.yaml``. Validation names the file and the field.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from unirag.errors import MethodError
+
+SPEC_DIR = Path(__file__).parent / "specs"
+
+
+class OperatorCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    op: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class GenerationSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["direct"] = "direct"
+    prompt: str = "answer_with_context"
+    use_context: bool = True
+
+
+class MethodSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    title: str
+    aliases: list[str] = Field(default_factory=list)
+    description: str
+    source: str = Field(description="where the method is defined (paper, section)")
+    question: list[str] = Field(default_factory=list, description="question conversions")
+    operators: list[OperatorCall] = Field(default_factory=list)
+    generation: GenerationSpec = GenerationSpec()
+
+    def requires(self) -> list[str]:
+        """Workspace artifacts the operators need (derived, never declared twice)."""
+        from unirag.operators.registry import operator_registry
+
+        registry = operator_registry()
+        out: list[str] = []
+        for call in self.operators:
+            for artifact in registry[call.op].requires:
+                if artifact not in out:
+                    out.append(artifact)
+        return out
+
+    def check(self, where: str) -> MethodSpec:
+        """Every operator and conversion must exist; params must be known ones."""
+        from unirag.operators.registry import conversion_registry, operator_registry
+
+        operators, conversions = operator_registry(), conversion_registry()
+        for name in self.question:
+            if name not in conversions:
+                raise MethodError(f"{where}: unknown question conversion '{name}' (known: {', '.join(conversions)})")
+        for call in self.operators:
+            spec = operators.get(call.op)
+            if spec is None:
+                raise MethodError(f"{where}: unknown operator '{call.op}' (known: {', '.join(sorted(operators))})")
+            allowed = {name for name, _ in spec.params}
+            unknown = set(call.params) - allowed
+            if unknown:
+                raise MethodError(f"{where}: operator {call.op} has no parameter {', '.join(sorted(unknown))}")
+            missing = [need for need in spec.needs if need not in self.question]
+            if missing:
+                raise MethodError(f"{where}: operator {call.op} needs question conversion {', '.join(missing)}")
+        from unirag.generate.prompts import load_prompt
+
+        load_prompt(self.generation.prompt)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump()
+        data["requires"] = self.requires()
+        data["pipeline"] = " -> ".join([*(f"q:{q}" for q in self.question), *(c.op for c in self.operators),
+                                        f"generate:{self.generation.mode}"])
+        return data
+
+
+def parse_spec(path: Path) -> MethodSpec:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise MethodError(f"{path}: cannot read method spec ({first})") from None
+    if not isinstance(data, dict):
+        raise MethodError(f"{path}: a method spec is a YAML mapping")
+    try:
+        spec = MethodSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise MethodError(f"{path}: field '{loc}': {err['msg']}") from None
+    return spec.check(str(path))
+
+
+@lru_cache(maxsize=1)
+def builtin_methods() -> dict[str, MethodSpec]:
+    """Every shipped method, keyed by its name."""
+    specs = [parse_spec(path) for path in sorted(SPEC_DIR.glob("*.yaml"))]
+    return {spec.name: spec for spec in specs}
+
+
+def resolve_method(name_or_path: str) -> MethodSpec:
+    """A shipped method by name or alias (case-insensitive), or a spec file path."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise MethodError(f"method spec file {path} does not exist")
+        return parse_spec(path)
+    wanted = name_or_path.lower()
+    for spec in builtin_methods().values():
+        if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
+            return spec
+    known = ", ".join(sorted(builtin_methods()))
+    raise MethodError(f"unknown method '{name_or_path}' (known: {known}; or a path to a .yaml spec)")

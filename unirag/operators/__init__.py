@@ -1,0 +1,1 @@
+"""The operator pool (survey §6): retrieval operators as registered functions."""

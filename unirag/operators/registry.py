@@ -1,0 +1,47 @@
+"""One registry of operators and question conversions.
+
+Each operator module declares an immutable ``OPERATORS`` tuple; the registry
+is assembled on demand (no import-time registration side effects). An
+operator is ``fn(state, **params) -> list[ContextItem]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from unirag.operators.context import ContextItem, QueryState
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    name: str
+    kind: str  # node | relationship | chunk | subgraph | community
+    fn: Callable[..., list[ContextItem]]
+    summary: str
+    requires: tuple[str, ...] = ()  # workspace artifacts
+    needs: tuple[str, ...] = ()  # question conversions
+    params: tuple[tuple[str, Any], ...] = ()  # documented defaults
+
+
+@dataclass(frozen=True)
+class ConversionSpec:
+    name: str
+    fn: Callable[[QueryState], None]
+    summary: str
+
+
+@lru_cache(maxsize=1)
+def operator_registry() -> dict[str, OperatorSpec]:
+    from unirag.operators import chunk
+
+    return {spec.name: spec for spec in chunk.OPERATORS}
+
+
+@lru_cache(maxsize=1)
+def conversion_registry() -> dict[str, ConversionSpec]:
+    from unirag.operators import question
+
+    return {spec.name: spec for spec in question.CONVERSIONS}

@@ -1,0 +1,81 @@
+"""Indexing end to end: ingest (build) -> chunk vectors and BM25 (index).
+
+Kept apart from the CLI so tests, benchmarks and the evaluator call the same
+function. Usage is charged to named stages and stored in the workspace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unirag.build.corpus import IngestReport, ingest
+from unirag.config import Settings
+from unirag.index.chunks import build_chunk_bm25, build_chunk_vectors
+from unirag.llm.base import UsageLedger
+from unirag.llm.factory import ModelStack
+from unirag.progress import Progress
+from unirag.workspace import Workspace
+
+
+@dataclass
+class IndexReport:
+    ingest: IngestReport
+    rebuilt: list[str]
+    ledger: UsageLedger
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        report = self.ingest
+        total = self.ledger.total()
+        return {
+            "documents_seen": report.documents_seen,
+            "documents_added": report.documents_added,
+            "already_indexed": report.already_indexed,
+            "duplicates_skipped": report.duplicates,
+            "chunks_added": report.chunks_added,
+            "warnings": report.warnings,
+            "rebuilt": self.rebuilt,
+            "llm_calls": total.llm_calls,
+            "embedding_calls": total.embedding_calls,
+            "usage_by_stage": self.ledger.to_json(),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def run_index(
+    workspace: Workspace,
+    sources: Sequence[str | Path],
+    settings: Settings,
+    stack: ModelStack,
+    fmt: str = "auto",
+    progress: Progress | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> IndexReport:
+    """Add the sources to the workspace and bring every chunk artifact up to date."""
+    progress = progress or Progress()
+    ledger = UsageLedger()
+    models = stack.accounted(ledger)
+    timings: dict[str, float] = {}
+    rebuilt: list[str] = []
+    with workspace.writing():
+        try:
+            tick = time.perf_counter()
+            report = ingest(workspace, sources, settings, fmt, progress, warn)
+            timings["build.chunks"] = time.perf_counter() - tick
+            tick = time.perf_counter()
+            if build_chunk_vectors(workspace, models.embedder, settings, progress):
+                rebuilt.append("chunk_vectors")
+            timings["index.chunk_vectors"] = time.perf_counter() - tick
+            tick = time.perf_counter()
+            if build_chunk_bm25(workspace, progress):
+                rebuilt.append("chunk_bm25")
+            timings["index.chunk_bm25"] = time.perf_counter() - tick
+        finally:
+            # Usage is kept even when the run dies: the calls were made (and cached).
+            if ledger.stages:
+                workspace.record_usage("index", ledger)
+    return IndexReport(report, rebuilt, ledger, timings)

@@ -1,0 +1,1 @@
+"""Text: loaders, offline token counting, chunking, stable ids."""
