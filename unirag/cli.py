@@ -168,6 +168,9 @@ def query(
     chat_base_url: ChatUrlOpt = None,
     chat_model: ChatModelOpt = None,
     max_tokens: Annotated[int | None, typer.Option("--max-tokens", help="answer length cap")] = None,
+    retrieve_only: Annotated[
+        bool, typer.Option("--retrieve-only", help="stop after retrieval: context without an answer")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer QUESTION with a method over the workspace; show the answer and its sources."""
@@ -182,7 +185,7 @@ def query(
     spec = resolve_method(settings.method)
     ws = Workspace.open(workspace)
     runner = MethodRunner(ws, settings, _stack(settings, ws))
-    result = runner.run(spec, question)
+    result = runner.run(spec, question, generate=not retrieve_only)
     ws.record_usage(f"query:{spec.name}", result.ledger)
     ws.close()
     if as_json:
@@ -191,7 +194,8 @@ def query(
     from rich.console import Console
 
     console = Console()
-    console.print(f"[bold]Answer[/bold] ({spec.title}): {result.answer}")
+    if not retrieve_only:
+        console.print(f"[bold]Answer[/bold] ({spec.title}): {result.answer}")
     if result.context:
         console.print("[bold]Sources[/bold]")
         for number, item in enumerate(result.context, start=1):

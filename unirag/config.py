@@ -35,44 +35,39 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class ChatSettings(_Section):
-    """The chat model. ``auto`` means: an OpenAI-compatible endpoint when a
-    base URL is set, otherwise the embedded SmolLM2 (offline, tiny)."""
+class _ModelEndpoint(_Section):
+    """Where a model runs. ``auto``: an OpenAI-compatible endpoint when a base
+    URL is set, otherwise the embedded offline model."""
 
     provider: Literal["auto", "embedded", "openai"] = "auto"
     base_url: str | None = None
-    model: str = EMBEDDED_CHAT_MODEL
     api_key: SecretStr | None = None
+    n_threads: int = Field(2, gt=0, description="CPU threads of the embedded model")
+
+    @property
+    def resolved_provider(self) -> str:
+        if self.provider != "auto":
+            return self.provider
+        return "openai" if self.base_url else "embedded"
+
+
+class ChatSettings(_ModelEndpoint):
+    """The chat model; embedded is SmolLM2-135M (offline, tiny)."""
+
+    model: str = EMBEDDED_CHAT_MODEL
     timeout: float = Field(120.0, gt=0)
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(512, gt=0)
     json_mode: Literal["auto", "on", "off"] = "auto"
     context_window: int = Field(8000, gt=256)
-    n_threads: int = Field(2, gt=0)
-
-    @property
-    def resolved_provider(self) -> str:
-        if self.provider != "auto":
-            return self.provider
-        return "openai" if self.base_url else "embedded"
 
 
-class EmbeddingSettings(_Section):
-    """The embedding model (same ``auto`` rule as chat; embedded is MiniLM)."""
+class EmbeddingSettings(_ModelEndpoint):
+    """The embedding model; embedded is all-MiniLM-L6-v2."""
 
-    provider: Literal["auto", "embedded", "openai"] = "auto"
-    base_url: str | None = None
     model: str = EMBEDDED_EMBEDDING_MODEL
-    api_key: SecretStr | None = None
     timeout: float = Field(60.0, gt=0)
     batch_size: int = Field(32, gt=0, le=2048)
-    n_threads: int = Field(2, gt=0)
-
-    @property
-    def resolved_provider(self) -> str:
-        if self.provider != "auto":
-            return self.provider
-        return "openai" if self.base_url else "embedded"
 
 
 class ChunkingSettings(_Section):

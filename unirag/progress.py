@@ -36,8 +36,6 @@ class Progress:
         columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
         if total is not None:
             columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
-        else:
-            columns += [TextColumn("{task.completed}")]
         columns.append(TimeElapsedColumn())
         with RichProgress(*columns, console=Console(stderr=True), transient=False) as bar:
             task_id = bar.add_task(description, total=total)

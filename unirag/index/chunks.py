@@ -40,19 +40,21 @@ def build_chunk_vectors(
         return False
     start = time.perf_counter()
     batch = settings.embedding.batch_size
-    parts: list[np.ndarray] = []
-    texts: list[str] = []
+    chunks = list(workspace.iter_chunks())
+    # Embed in order of length: batches of similar length pad little (about 2x
+    # faster on the embedded model); rows are put back in chunk order after.
+    order = sorted(range(len(chunks)), key=lambda i: chunks[i].n_tokens)
+    vectors = np.zeros((len(chunks), 0), dtype=np.float32)
     with progress.task("embedding chunks", total=len(ids)) as advance:
-        for chunk in workspace.iter_chunks():
-            texts.append(chunk.indexed_text)
-            if len(texts) == batch:
-                parts.append(embedder.embed(texts, stage="index.embed_chunks").vectors)
-                advance(len(texts))
-                texts = []
-        if texts:
-            parts.append(embedder.embed(texts, stage="index.embed_chunks").vectors)
-            advance(len(texts))
-    vectors = np.concatenate(parts) if parts else np.zeros((0, 1), dtype=np.float32)
+        for start in range(0, len(order), batch):
+            rows = order[start : start + batch]
+            part = embedder.embed([chunks[i].indexed_text for i in rows], stage="index.embed_chunks").vectors
+            if vectors.shape[1] != part.shape[1]:
+                vectors = np.zeros((len(chunks), part.shape[1]), dtype=np.float32)
+            vectors[rows] = part
+            advance(len(rows))
+    if not chunks:
+        vectors = np.zeros((0, 1), dtype=np.float32)
     with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
         np.save(handle, vectors)
     with progress.task("building HNSW index"):

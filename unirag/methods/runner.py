@@ -60,7 +60,8 @@ class MethodRunner:
         self.stack = stack
         self.resources = Resources(workspace, settings)
 
-    def run(self, spec: MethodSpec, question: str) -> QueryResult:
+    def run(self, spec: MethodSpec, question: str, generate: bool = True) -> QueryResult:
+        """Answer ``question``; ``generate=False`` stops after retrieval (for evaluation)."""
         started = time.perf_counter()
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger))
@@ -75,8 +76,10 @@ class MethodRunner:
             params.update(call.params)
             state.items.extend(operators[call.op].fn(state, **params))
             state.timings[f"operator.{position}.{call.op}"] = time.perf_counter() - tick
-        tick = time.perf_counter()
-        answer, raw = generate_direct(state, spec.generation.prompt, spec.generation.use_context)
-        state.timings["generate"] = time.perf_counter() - tick
+        answer = raw = ""
+        if generate:
+            tick = time.perf_counter()
+            answer, raw = generate_direct(state, spec.generation.prompt, spec.generation.use_context)
+            state.timings["generate"] = time.perf_counter() - tick
         state.timings["total"] = time.perf_counter() - started
         return QueryResult(question, spec.name, answer, raw, state.items, ledger, state.timings)

@@ -1,0 +1,172 @@
+"""Test doubles for the model protocols, plus a small corpus with known facts.
+
+Nothing here touches the network or loads a real model: ``ScriptedChat``
+answers from the prompt it is given, ``HashEmbedder`` embeds by hashing words.
+Both are deterministic across runs and machines (hashlib, not ``hash()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unirag.config import Settings, load_settings
+from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.factory import ModelStack, build_stack
+
+_WORD = re.compile(r"[a-z0-9]+")
+_FIRST_SOURCE = re.compile(r"^\[1\] \(chunk: (.*?)\)$", re.MULTILINE)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+class ScriptedChat:
+    """A deterministic chat model that answers by the kind of prompt.
+
+    * the user message holds ``Context:`` -> the title of passage ``[1]``;
+    * the user message asks to work "step by step" -> ``Reasoning...\\nAnswer: scripted``;
+    * anything else -> ``scripted answer``.
+
+    ``fail_on={n: exc}`` raises ``exc`` on the n-th call (1-based). ``delay``
+    sleeps inside each call; ``max_in_flight`` records the most concurrent calls.
+    """
+
+    def __init__(
+        self,
+        name: str = "scripted-chat",
+        fail_on: Mapping[int, BaseException] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.fail_on = dict(fail_on or {})
+        self.delay = delay
+        self.requests: list[ChatRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    @staticmethod
+    def user_message(request: ChatRequest) -> str:
+        return next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
+
+    def answer_for(self, request: ChatRequest) -> str:
+        user = self.user_message(request)
+        if "Context:" in user:
+            match = _FIRST_SOURCE.search(user)
+            return match.group(1) if match else "no context"
+        if "step by step" in user:
+            return "Reasoning...\nAnswer: scripted"
+        return "scripted answer"
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        with self._lock:
+            self.requests.append(request)
+            number = len(self.requests)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            if number in self.fail_on:
+                raise self.fail_on[number]
+            text = self.answer_for(request)
+            prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
+            return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+class HashEmbedder:
+    """Bag-of-words hashed into ``dim`` buckets (sha256 per word), L2-normalised.
+
+    ``fail_after_calls=n`` raises :class:`KeyboardInterrupt` on call n+1, as a
+    kill in the middle of embedding would. ``calls`` and ``embedded_texts``
+    count only the calls that returned.
+    """
+
+    def __init__(self, name: str = "hash-bow-64", dim: int = 64, fail_after_calls: int | None = None) -> None:
+        self.name = name
+        self.dim = dim
+        self.fail_after_calls = fail_after_calls
+        self.calls = 0
+        self.embedded_texts = 0
+        self.batches: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def vector(self, text: str) -> np.ndarray:
+        out = np.zeros(self.dim, dtype=np.float32)
+        for word in _words(text):
+            digest = hashlib.sha256(word.encode("utf-8")).digest()
+            out[int.from_bytes(digest[:4], "big") % self.dim] += 1.0
+        return out
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        with self._lock:
+            if self.fail_after_calls is not None and self.calls >= self.fail_after_calls:
+                raise KeyboardInterrupt
+            self.calls += 1
+            self.embedded_texts += len(texts)
+            self.batches.append(list(texts))
+        raw = np.stack([self.vector(t) for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+        tokens = sum(len(_words(t)) for t in texts)
+        return EmbeddingBatch(normalise_rows(raw), prompt_tokens=tokens, calls=1)
+
+
+# -- corpus -----------------------------------------------------------------
+
+TEXT_FILES = {
+    "paris.txt": "Paris is the capital of France. The Eiffel Tower was finished in 1889 on the Champ de Mars.",
+    "tokyo.txt": "Tokyo is the capital of Japan. Shibuya crossing is among the busiest pedestrian crossings.",
+    "nile.txt": "The Nile is a river in Africa. It flows north through Egypt into the Mediterranean Sea.",
+}
+JSONL_RECORDS = [
+    {"title": "Zanzibar", "text": "Zanzibar is an archipelago off Tanzania, famous for cloves and nutmeg."},
+    {"title": "Quokka", "text": "The quokka is a small marsupial that lives on Rottnest Island near Perth."},
+    {"title": "Marie Curie", "text": "Marie Curie won the Nobel Prize in Physics in 1903 and in Chemistry in 1911."},
+]
+N_DOCUMENTS = len(TEXT_FILES) + len(JSONL_RECORDS)
+
+
+def small_corpus(tmp_path: Path, name: str = "corpus") -> Path:
+    """A directory with three .txt files and one .jsonl of three records (6 documents)."""
+    root = tmp_path / name
+    root.mkdir(parents=True, exist_ok=True)
+    for file, text in TEXT_FILES.items():
+        (root / file).write_text(text + "\n", encoding="utf-8")
+    with open(root / "facts.jsonl", "w", encoding="utf-8") as handle:
+        for record in JSONL_RECORDS:
+            handle.write(json.dumps(record) + "\n")
+    return root
+
+
+def long_text(topic: str, sentences: int = 40) -> str:
+    """A document long enough to make several chunks at small chunk sizes."""
+    return " ".join(f"Sentence {i} about {topic} tells fact number {i} of the {topic} story." for i in range(sentences))
+
+
+# -- settings and stacks ------------------------------------------------------
+
+
+def make_settings(root: Path | None = None, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from ``root/unirag.yaml`` and dotted overrides (``chunking__size=64``); never the real env."""
+    flags = {key.replace("__", "."): value for key, value in overrides.items()}
+    return load_settings(root, flags, env=dict(env or {}))
+
+
+def fake_stack(settings: Settings, workspace: Any, chat: Any = None, embedder: Any = None) -> ModelStack:
+    return build_stack(settings, workspace.cache(), chat=chat or ScriptedChat(), embedder=embedder or HashEmbedder())
