@@ -143,6 +143,7 @@ def machine_info(model: str, settings: Settings) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "usable_cpus": usable,
         "python": platform.python_version(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "embedding_model": model,
         "embedding_threads": settings.embedding.n_threads,
         "embedding_batch_size": settings.embedding.batch_size,
@@ -277,6 +278,7 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
             "search_fetch_ms": latency_ms(search_s),
             "total_ms": latency_ms(total_s),
         },
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "wall_seconds": round(wall, 3),
         "peak_rss_mib": round(peak_rss_mib(), 1),
     }
@@ -299,7 +301,8 @@ def render(fig: dict[str, Any]) -> str:
         f"**bench_index** {m['date']} | {m['processor']}/{m['machine']} ({m['cpu_model'] or 'cpu'}), "
         f"{m['cpu_count']} CPUs ({m['usable_cpus']} usable) | Python {m['python']} | "
         f"embedding {m['embedding_model']} ({m['embedding_threads']} threads, batch {m['embedding_batch_size']}) | "
-        f"chunking {m['chunking']}",
+        f"chunking {m['chunking']} | load average (1/5/15 min) at start "
+        f"{'/'.join(map(str, m['load_average_at_start']))}, at end {'/'.join(map(str, fig['load_average_at_end']))}",
         "",
         f"Corpus `{Path(fig['corpus']).name}`: {c['documents_loaded']:,} passages, {c['documents_stored']:,} "
         f"documents stored, {n_chunks:,} chunks, {c['chunk_tokens']:,} cl100k tokens, "

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from unirag.errors import UniragError
+from unirag.errors import SourceError, UniragError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,10 +74,11 @@ def _stack(settings: Any, workspace: Any) -> Any:
     return build_stack(settings, workspace.cache())
 
 
-def _show_progress(quiet: bool, as_json: bool) -> Any:
+def _show_progress(quiet: bool) -> Any:
+    """Bars only on an interactive stderr: logs and pipes get the summary alone."""
     from unirag.progress import Progress
 
-    return Progress(enabled=not quiet)
+    return Progress(enabled=not quiet and sys.stderr.isatty())
 
 
 @app.callback(invoke_without_command=True)
@@ -126,6 +127,9 @@ def index(
 
     if fmt not in FORMATS:
         raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
+    missing = [str(s) for s in sources if not s.exists()]
+    if missing:
+        raise SourceError(f"{missing[0]}: no such file or directory")
     ws = Workspace.init(workspace)
     settings = _settings(
         workspace,
@@ -135,14 +139,14 @@ def index(
         embedding__model=embedding_model,
         concurrency=concurrency,
     )
-    if rebuild:
-        ws.clear_corpus()
-    report = run_index(
-        ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
-        _show_progress(quiet, as_json), warn=lambda m: _err(f"warning: {m}"),
-    )
+    try:
+        report = run_index(
+            ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
+            _show_progress(quiet), warn=lambda m: _err(f"warning: {m}"), rebuild=rebuild,
+        )
+    finally:
+        ws.close()
     data = report.to_json()
-    ws.close()
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -184,10 +188,12 @@ def query(
     )
     spec = resolve_method(settings.method)
     ws = Workspace.open(workspace)
-    runner = MethodRunner(ws, settings, _stack(settings, ws))
-    result = runner.run(spec, question, generate=not retrieve_only)
-    ws.record_usage(f"query:{spec.name}", result.ledger)
-    ws.close()
+    try:
+        runner = MethodRunner(ws, settings, _stack(settings, ws))
+        result = runner.run(spec, question, generate=not retrieve_only)
+        ws.record_usage(f"query:{spec.name}", result.ledger)
+    finally:
+        ws.close()
     if as_json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return

@@ -54,8 +54,13 @@ def run_index(
     fmt: str = "auto",
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
+    rebuild: bool = False,
 ) -> IndexReport:
-    """Add the sources to the workspace and bring every chunk artifact up to date."""
+    """Add the sources to the workspace and bring every chunk artifact up to date.
+
+    ``rebuild`` re-chunks from scratch, but only once a first batch of the new
+    sources has loaded: a mistyped path never wipes the corpus.
+    """
     progress = progress or Progress()
     ledger = UsageLedger()
     models = stack.accounted(ledger)
@@ -64,7 +69,7 @@ def run_index(
     with workspace.writing():
         try:
             tick = time.perf_counter()
-            report = ingest(workspace, sources, settings, fmt, progress, warn)
+            report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild)
             timings["build.chunks"] = time.perf_counter() - tick
             tick = time.perf_counter()
             if build_chunk_vectors(workspace, models.embedder, settings, progress):

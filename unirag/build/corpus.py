@@ -57,7 +57,13 @@ def ingest(
     fmt: str = "auto",
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
+    rebuild: bool = False,
 ) -> IngestReport:
+    """Append the sources' new documents; ``rebuild`` replaces the corpus instead.
+
+    With ``rebuild`` the old corpus is cleared just before the first batch is
+    written, so sources that yield nothing leave it untouched.
+    """
     progress = progress or Progress()
     report = IngestReport()
 
@@ -66,13 +72,21 @@ def ingest(
         if warn:
             warn(message)
 
-    check_chunking_config(workspace, settings)
+    if not rebuild:
+        check_chunking_config(workspace, settings)
     tokenizer = get_tokenizer(settings.chunking.encoding)
-    stored = workspace.document_ids()
+    stored = set() if rebuild else workspace.document_ids()
+    must_clear = rebuild
     seen: set[str] = set()
     pending: list[tuple[Document, list[Chunk]]] = []
 
     def flush() -> None:
+        nonlocal must_clear
+        if not pending:
+            return
+        if must_clear:
+            workspace.clear_corpus()
+            must_clear = False
         docs, chunks = workspace.add_documents(pending)
         report.documents_added += docs
         report.chunks_added += chunks

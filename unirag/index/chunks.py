@@ -46,8 +46,8 @@ def build_chunk_vectors(
     order = sorted(range(len(chunks)), key=lambda i: chunks[i].n_tokens)
     vectors = np.zeros((len(chunks), 0), dtype=np.float32)
     with progress.task("embedding chunks", total=len(ids)) as advance:
-        for start in range(0, len(order), batch):
-            rows = order[start : start + batch]
+        for offset in range(0, len(order), batch):
+            rows = order[offset : offset + batch]
             part = embedder.embed([chunks[i].indexed_text for i in rows], stage="index.embed_chunks").vectors
             if vectors.shape[1] != part.shape[1]:
                 vectors = np.zeros((len(chunks), part.shape[1]), dtype=np.float32)

@@ -60,6 +60,8 @@ class HnswIndex:
         k = min(k, len(self.ids))
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
+        if query.shape[1] != self.dim:
+            raise ValueError(f"query has {query.shape[1]} dimensions, the index {self.dim}")
         self._index.set_ef(max(64, 2 * k))
         labels, distances = self._index.knn_query(query, k=k)
         return [

@@ -116,7 +116,7 @@ class CachedEmbedder:
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
         keys = [embedding_cache_key(self.name, text) for text in texts]
         found = self.cache.get_vectors(keys)
-        missing = [i for i, key in enumerate(keys) if key not in found]
+        missing = list({keys[i]: i for i in range(len(keys)) if keys[i] not in found}.values())
         calls, tokens = 0, 0
         if missing:
             fresh = self.inner.embed([texts[i] for i in missing], stage)

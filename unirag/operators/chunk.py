@@ -11,7 +11,8 @@ def chunk_vdb(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     """Top-k chunks by cosine similarity to the question (VanillaRAG, survey §7.1)."""
     if state.query_vector is None:
         raise WorkspaceError("chunk.vdb needs the 'embedding' question conversion")
-    hits = state.resources.chunk_hnsw.search(state.query_vector, top_k)[0]
+    index = state.resources.chunk_hnsw(state.models.embedder.name)
+    hits = index.search(state.query_vector, top_k)[0]
     return state.resources.chunk_items(hits, "chunk.vdb")
 
 

@@ -58,11 +58,33 @@ class Resources:
                 raise WorkspaceError(
                     f"{self.workspace.root} has no '{name}' artifact: run 'unirag index SOURCE -w {self.workspace.root}'"
                 )
-            self._loaded[name] = loader()
+            try:
+                self._loaded[name] = loader()
+            except (OSError, ValueError, RuntimeError) as exc:
+                raise WorkspaceError(
+                    f"artifact '{name}' in {self.workspace.root} is damaged ({type(exc).__name__}): "
+                    "run 'unirag index' on the same sources to rebuild it"
+                ) from None
         return self._loaded[name]
 
+    def check_embedding_model(self, artifact: str, model: str) -> None:
+        """Vectors are comparable only with the model that made them."""
+        entry = self.workspace.manifest_entry(artifact) or {}
+        built_with = entry.get("config", {}).get("model")
+        if built_with and built_with != model:
+            raise WorkspaceError(
+                f"'{artifact}' was embedded with {built_with}, but the query embeds with {model}: "
+                "use the same embedding settings, or re-index with 'unirag index --rebuild'"
+            )
+
+    def chunk_hnsw(self, embedding_model: str) -> Any:
+        """The chunk HNSW index, checked against the query's embedding model."""
+        if "chunk_vectors" not in self._loaded:
+            self.check_embedding_model("chunk_vectors", embedding_model)
+        return self._chunk_hnsw
+
     @property
-    def chunk_hnsw(self) -> Any:
+    def _chunk_hnsw(self) -> Any:
         from unirag.index.chunks import CHUNK_VECTORS, chunk_vector_paths
         from unirag.index.vectors import HnswIndex
 

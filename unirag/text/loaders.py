@@ -70,7 +70,10 @@ class _Tally:
 
     def summary(self) -> str:
         n_files = sum(self.files.values())
-        reasons = [f"{n} {why}" for why, n in sorted(self.files.items())]
+        reasons = [
+            f"{n} {why}{'s' if n != 1 and why.endswith(('file', 'extension')) else ''}"
+            for why, n in sorted(self.files.items())
+        ]
         if self.bad_records:
             reasons.append(f"{self.bad_records} bad record{'s' * (self.bad_records != 1)}")
         if self.empty_documents:
