@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 corpus=../shared/datasets/hotpotqa/hotpotqa_train_corpus.json
-question="Which magazine was started first, Arthur's Magazine or First for Women?"
+question="What language were books being translated into during the era of Haymo of Faversham?"
 if [ ! -f "$corpus" ]; then
   corpus=examples/sample_corpus
   question="Which graph-based RAG method builds a tree of cluster summaries?"

@@ -207,6 +207,11 @@ def query(
         for number, item in enumerate(result.context, start=1):
             snippet = " ".join(item.text.split())[:160]
             console.print(f"  [{number}] {item.source} ({item.kind}, score {item.score:.3f}): {snippet}", markup=False)
+    if settings.chat.resolved_provider == "embedded" and not retrieve_only:
+        _err(
+            "note: answered by the embedded SmolLM2-135M, which only proves the pipeline runs; "
+            "set UNIRAG_CHAT_BASE_URL and UNIRAG_CHAT_MODEL for a real model"
+        )
     usage = result.usage()
     console.print(
         f"[dim]{usage['llm_calls']} LLM calls ({usage['cache_hits']} cached), {usage['prompt_tokens']} prompt + "
