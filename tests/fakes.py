@@ -30,6 +30,28 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+_PASSAGE = re.compile(r"^\[(P\d+)\] (.*?)(?=^\[P\d+\] |\Z)", re.MULTILINE | re.DOTALL)
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+
+
+def scripted_extraction(user: str) -> str:
+    """A deterministic extraction reply: capitalised phrases of each passage are
+    entities; consecutive ones in a passage are related. Only passages after the
+    "Passages:" header count (the prompt's example has its own [P1])."""
+    body = user.split("Passages:", 1)[-1]
+    entities, relationships = [], []
+    for label, text in _PASSAGE.findall(body):
+        names = list(dict.fromkeys(_CAPITALISED.findall(text)))
+        entities += [{"passage": label, "name": n, "type": "concept", "description": f"{n} appears in {label}."}
+                     for n in names]
+        relationships += [
+            {"passage": label, "source": a, "target": b, "relation": "next to",
+             "description": f"{a} is mentioned before {b}.", "keywords": ["order"], "strength": 5}
+            for a, b in zip(names, names[1:])
+        ]
+    return json.dumps({"entities": entities, "relationships": relationships})
+
+
 class ScriptedChat:
     """A deterministic chat model that answers by the kind of prompt.
 
@@ -51,6 +73,7 @@ class ScriptedChat:
         self.fail_on = dict(fail_on or {})
         self.delay = delay
         self.requests: list[ChatRequest] = []
+        self.glean_answer = "NO"
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -65,6 +88,16 @@ class ScriptedChat:
 
     def answer_for(self, request: ChatRequest) -> str:
         user = self.user_message(request)
+        kind = request.prompt_version.split("@")[0]
+        if kind == "extract_graph":
+            return scripted_extraction(user)
+        if kind == "extract_glean_check":
+            return self.glean_answer
+        if kind == "extract_glean":
+            return json.dumps({"entities": [{"passage": "P1", "name": "Gleaned Thing", "type": "concept",
+                                             "description": "found on a second look"}], "relationships": []})
+        if kind in ("summarize_descriptions", "summarize_cluster"):
+            return f"summary of {len(user.splitlines())} lines"
         if "Context:" in user:
             match = _FIRST_SOURCE.search(user)
             return match.group(1) if match else "no context"

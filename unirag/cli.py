@@ -114,6 +114,14 @@ def index(
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="tokens per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option("--chunk-overlap", help="overlapping tokens")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="re-chunk from scratch (caches are kept)")] = False,
+    graph: Annotated[
+        str | None, typer.Option("--graph", "-g", help="graphs to build: kg,tkg,rkg,pg,tree,hybrid or all")
+    ] = None,
+    extractor: Annotated[str | None, typer.Option("--extractor", help="entity extractor: llm | nlp")] = None,
+    gleaning: Annotated[int | None, typer.Option("--gleaning", help="extra extraction passes (llm)")] = None,
+    claims: Annotated[bool | None, typer.Option("--claims/--no-claims", help="extract claims (llm)")] = None,
+    chat_base_url: ChatUrlOpt = None,
+    chat_model: ChatModelOpt = None,
     embedding_base_url: EmbUrlOpt = None,
     embedding_model: EmbModelOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -121,12 +129,16 @@ def index(
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk, embed and index SOURCES into the workspace (resumable; unchanged input is a no-op)."""
+    from unirag.build.graph_build import parse_graph_list
     from unirag.pipeline import run_index
     from unirag.text.loaders import FORMATS
     from unirag.workspace import Workspace
 
     if fmt not in FORMATS:
         raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
+    if extractor not in (None, "llm", "nlp", "auto"):
+        raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
+    graphs = parse_graph_list(graph) if graph is not None else None
     missing = [str(s) for s in sources if not s.exists()]
     if missing:
         raise SourceError(f"{missing[0]}: no such file or directory")
@@ -138,11 +150,16 @@ def index(
         embedding__base_url=embedding_base_url,
         embedding__model=embedding_model,
         concurrency=concurrency,
+        graph__extractor=extractor,
+        graph__gleaning=gleaning,
+        graph__claims=claims,
+        chat__base_url=chat_base_url,
+        chat__model=chat_model,
     )
     try:
         report = run_index(
             ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
-            _show_progress(quiet), warn=lambda m: _err(f"warning: {m}"), rebuild=rebuild,
+            _show_progress(quiet), warn=lambda m: _err(f"warning: {m}"), rebuild=rebuild, graphs=graphs,
         )
     finally:
         ws.close()
@@ -264,22 +281,46 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """Counts of documents and chunks, artifacts, and usage per stage."""
     from unirag.workspace import Workspace
 
+    from unirag.build.graph_store import GraphStore
+
     ws = Workspace.open(workspace)
-    data = {
-        "workspace": str(workspace),
-        **ws.counts(),
-        "artifacts": ws.manifest(),
-        "cache": ws.cache().counts(),
-        "usage_by_stage": {stage: u.to_json() for stage, u in sorted(ws.usage_by_stage().items())},
-    }
-    ws.close()
+    try:
+        store = GraphStore(ws)
+        manifest = ws.manifest()
+        usage = ws.usage_by_stage()
+        extractor = manifest.get("graph", {}).get("config", {}).get("extractor", "")
+        extracted = len(store.extracted_chunk_ids(extractor)) if extractor else 0
+        extract_usage = usage.get("build.extract")
+        data = {
+            "workspace": str(workspace),
+            **ws.counts(),
+            "graphs": store.type_counts(),
+            "extractor": extractor,
+            "extraction_failures": dict(store.extraction_failures(extractor)) if extractor else {},
+            "extract_prompt_tokens_per_chunk": (
+                round(extract_usage.prompt_tokens / extracted, 1) if extract_usage and extracted else None
+            ),
+            "artifacts": manifest,
+            "cache": ws.cache().counts(),
+            "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
+        }
+    finally:
+        ws.close()
     if as_json:
         print(json.dumps(data, indent=2))
         return
     print(f"workspace {workspace}: {data['documents']} documents, {data['chunks']} chunks, "
           f"{data['chunk_tokens']} chunk tokens")
     for name, entry in sorted(data["artifacts"].items()):
-        print(f"  artifact {name}: {entry.get('count', '?')} items, built {entry.get('built_at', '?')}")
+        print(f"  artifact {name}: {entry.get('count', entry.get('entities', '?'))} items, "
+              f"built {entry.get('built_at', '?')}")
+    for kind, counts in data["graphs"].items():
+        print(f"  graph {kind:<7} {counts['nodes']:>8} nodes {counts['edges']:>9} edges")
+    if data["extractor"]:
+        failures = ", ".join(f"{k}: {v}" for k, v in sorted(data["extraction_failures"].items())) or "none"
+        print(f"  extractor {data['extractor']}; dropped/repaired: {failures}")
+    if data["extract_prompt_tokens_per_chunk"] is not None:
+        print(f"  extraction prompt tokens per chunk: {data['extract_prompt_tokens_per_chunk']}")
     print(f"  cache: {data['cache']['chat_responses']} chat responses, {data['cache']['embeddings']} embeddings")
     for stage, usage in data["usage_by_stage"].items():
         print(
@@ -287,6 +328,26 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
             f"prompt {usage['prompt_tokens']:>8}  completion {usage['completion_tokens']:>7}  "
             f"embed {usage['embedding_calls']:>4} calls / {usage['embedded_texts']} texts  {usage['seconds']:.1f} s"
         )
+
+
+@app.command()
+@_handle_errors
+def export(
+    workspace: WorkspaceOpt,
+    graph: Annotated[str, typer.Option("--graph", "-g", help="kg | tkg | rkg | pg | tree | hybrid")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="graphml | parquet")] = "graphml",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output file (graphml) or directory (parquet)")] = None,
+) -> None:
+    """Write one graph type as GraphML (networkx-readable) or Parquet node/edge tables."""
+    from unirag.build.export import export_graph
+    from unirag.workspace import Workspace
+
+    ws = Workspace.open(workspace)
+    try:
+        path = export_graph(ws, graph, fmt, out)
+    finally:
+        ws.close()
+    print(f"wrote {path}")
 
 
 def main() -> None:

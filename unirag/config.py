@@ -101,12 +101,55 @@ class RetrievalSettings(_Section):
     top_k: int = Field(4, gt=0)
 
 
+class TreeSettings(_Section):
+    """RAPTOR tree (survey §4 ②): GMM with BIC (RAPTOR) or K-means (RAPTOR-K)."""
+
+    method: Literal["gmm", "kmeans"] = "gmm"
+    max_layers: int = Field(4, ge=1)
+    min_layer_size: int = Field(3, ge=2)
+    threshold: float = Field(0.1, gt=0, lt=1)
+    cluster_size: int = Field(8, ge=2)
+    summary_max_tokens: int = Field(256, gt=0)
+
+
+class GraphSettings(_Section):
+    """Graph building (survey §4; GraphRAG §3.1.2-3.1.3; HyGRAG §3.1).
+
+    ``extractor``: ``llm`` prompts the chat model per chunk; ``nlp`` is the
+    zero-LLM extractor (spaCy entities + sentence co-occurrence); ``auto``
+    uses ``llm`` when a chat endpoint is configured, else ``nlp``.
+    """
+
+    extractor: Literal["auto", "llm", "nlp"] = "auto"
+    entity_types: list[str] = Field(
+        default_factory=lambda: ["person", "organization", "location", "event", "work", "concept"]
+    )
+    claims: bool = False
+    gleaning: int = Field(1, ge=0, le=5, description="extra extraction passes (GraphRAG A.2)")
+    share_call_below_tokens: int = Field(
+        200, ge=0, description="passages shorter than this may share one extraction call"
+    )
+    max_passages_per_call: int = Field(4, ge=1)
+    extraction_max_tokens: int = Field(1500, gt=0)
+    description_max_tokens: int = Field(200, gt=0, description="merged descriptions above this are summarised")
+    passage_threshold: int = Field(1, ge=1, description="PG: link chunks sharing at least this many entities")
+    hybrid_threshold: int = Field(3, ge=0, description="hybrid: link chunks sharing more than l entities")
+    graphs: list[Literal["kg", "tkg", "rkg", "pg", "tree", "hybrid"]] = Field(default_factory=list)
+    tree: TreeSettings = TreeSettings()
+
+    def resolved_extractor(self, chat: ChatSettings) -> str:
+        if self.extractor != "auto":
+            return self.extractor
+        return "llm" if chat.resolved_provider == "openai" else "nlp"
+
+
 class Settings(_Section):
     chat: ChatSettings = ChatSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     loader: LoaderSettings = LoaderSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    graph: GraphSettings = GraphSettings()
     concurrency: int = Field(4, gt=0, description="parallel model calls at most")
     max_retries: int = Field(5, ge=0)
     retry_base_delay: float = Field(1.0, ge=0)

@@ -55,6 +55,7 @@ def run_index(
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
     rebuild: bool = False,
+    graphs: list[str] | None = None,
 ) -> IndexReport:
     """Add the sources to the workspace and bring every chunk artifact up to date.
 
@@ -79,6 +80,13 @@ def run_index(
             if build_chunk_bm25(workspace, progress):
                 rebuilt.append("chunk_bm25")
             timings["index.chunk_bm25"] = time.perf_counter() - tick
+            wanted = graphs if graphs is not None else list(settings.graph.graphs)
+            if wanted:
+                from unirag.build.graph_build import build_graphs
+
+                graph_report = build_graphs(workspace, settings, models, wanted, progress)
+                rebuilt += graph_report.rebuilt
+                timings.update(graph_report.timings)
         finally:
             # Usage is kept even when the run dies: the calls were made (and cached).
             if ledger.stages:

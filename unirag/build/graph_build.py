@@ -1,0 +1,176 @@
+"""Build the requested graph types from one extraction pass.
+
+Extraction runs once per chunk per extractor and is stored as it finishes;
+the merged graph, the chunk links and the tree are rebuilt only when their
+inputs' fingerprint changes. Every graph type asked for in one run, or in
+later runs, reuses the same extractions: building KG, TKG, RKG, PG and the
+hybrid graph together costs the LLM calls of the richest alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from unirag.build.graph_store import GraphStore
+from unirag.build.graphs import GRAPH_TYPES, shared_entity_links
+from unirag.build.merge import merge_extractions, shorten_descriptions
+from unirag.config import Settings, config_hash
+from unirag.errors import ConfigError
+from unirag.llm.factory import Models
+from unirag.progress import Progress
+from unirag.text.tokenizer import get_tokenizer
+from unirag.workspace import Workspace
+
+EXTRACTION_GRAPHS = ("kg", "tkg", "rkg", "pg", "hybrid")
+
+
+@dataclass
+class GraphBuildReport:
+    extractor: str = ""
+    chunks_extracted: int = 0
+    rebuilt: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def parse_graph_list(text: str | None) -> list[str]:
+    """``"kg,tkg"`` -> ["kg", "tkg"]; ``all`` -> every type; unknown names are an error."""
+    if not text:
+        return []
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    if names == ["all"]:
+        return list(GRAPH_TYPES)
+    unknown = [name for name in names if name not in GRAPH_TYPES]
+    if unknown:
+        raise ConfigError(f"unknown graph type {', '.join(unknown)} (known: {', '.join(GRAPH_TYPES)}, all)")
+    return names
+
+
+def make_extractor(settings: Settings, models: Models) -> Any:
+    kind = settings.graph.resolved_extractor(settings.chat)
+    if kind == "nlp":
+        from unirag.build.extract_nlp import NlpExtractor
+
+        return NlpExtractor()
+    from unirag.build.extract_llm import LlmExtractor
+
+    return LlmExtractor(models.chat, settings.graph, settings.chat.temperature)
+
+
+def run_extraction(
+    workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress
+) -> tuple[str, int]:
+    """Extract every chunk not yet extracted by this extractor; returns (name, chunks done now)."""
+    extractor = make_extractor(settings, models)
+    done = store.extracted_chunk_ids(extractor.name)
+    pending = [chunk for chunk in workspace.iter_chunks() if chunk.id not in done]
+    if not pending:
+        return extractor.name, 0
+    with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:
+        if hasattr(extractor, "extract_groups"):
+            from unirag.build.extract_llm import plan_groups
+
+            plan = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
+            for extractions in extractor.extract_groups(plan.groups, settings.concurrency):
+                store.save_extractions(extractor.name, extractions)
+                advance(len(extractions))
+        else:
+            batch = []
+            for extraction in extractor.extract(pending):
+                batch.append(extraction)
+                if len(batch) >= 256:
+                    store.save_extractions(extractor.name, batch)
+                    advance(len(batch))
+                    batch = []
+            store.save_extractions(extractor.name, batch)
+            advance(len(batch))
+    return extractor.name, len(pending)
+
+
+def build_graphs(
+    workspace: Workspace, settings: Settings, models: Models, wanted: list[str], progress: Progress | None = None
+) -> GraphBuildReport:
+    progress = progress or Progress()
+    report = GraphBuildReport()
+    store = GraphStore(workspace)
+    chunk_ids = workspace.chunk_ids()
+    gs = settings.graph
+    if any(kind in EXTRACTION_GRAPHS for kind in wanted):
+        tick = time.perf_counter()
+        report.extractor, report.chunks_extracted = run_extraction(workspace, store, settings, models, progress)
+        report.timings["build.extract"] = time.perf_counter() - tick
+        merge_config = {"max_tokens": gs.description_max_tokens, "encoding": settings.chunking.encoding}
+        inputs = config_hash({"chunks": chunk_ids, "extractor": report.extractor, "merge": merge_config})
+        entry = workspace.manifest_entry("graph")
+        if not entry or entry.get("inputs") != inputs:
+            tick = time.perf_counter()
+            graph = merge_extractions(store.load_extractions(report.extractor, chunk_ids))
+            tokenizer = get_tokenizer(settings.chunking.encoding)
+            chat = models.chat if report.extractor.startswith("llm:") else None
+            shortened = shorten_descriptions(
+                graph, gs.description_max_tokens, tokenizer.count, tokenizer.truncate, chat,
+                settings.concurrency, progress,
+            )
+            store.save_graph(graph)
+            workspace.set_manifest_entry("graph", {
+                "config": {"extractor": report.extractor, **merge_config}, "inputs": inputs,
+                "entities": len(graph.entities), "relationships": len(graph.relationships),
+                "claims": len(graph.claims), "descriptions_shortened": shortened,
+                "seconds": round(time.perf_counter() - tick, 3),
+            })
+            report.rebuilt.append("graph")
+        graph_inputs = workspace.manifest_entry("graph")["inputs"]
+        for kind, minimum in (("pg", gs.passage_threshold), ("hybrid", gs.hybrid_threshold + 1)):
+            if kind not in wanted:
+                continue
+            link_inputs = config_hash({"graph": graph_inputs, "minimum": minimum})
+            entry = workspace.manifest_entry(f"chunk_links:{kind}")
+            if entry and entry.get("inputs") == link_inputs:
+                continue
+            links = shared_entity_links(store.load_graph(), chunk_ids, minimum)
+            store.save_chunk_links(kind, links)
+            workspace.set_manifest_entry(
+                f"chunk_links:{kind}", {"config": {"min_shared_entities": minimum}, "inputs": link_inputs,
+                                        "count": len(links)}
+            )
+            report.rebuilt.append(f"chunk_links:{kind}")
+    if "tree" in wanted:
+        tick = time.perf_counter()
+        if build_tree_artifact(workspace, store, settings, models, progress):
+            report.rebuilt.append("tree")
+        report.timings["build.tree"] = time.perf_counter() - tick
+    return report
+
+
+def build_tree_artifact(
+    workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress
+) -> bool:
+    """RAPTOR tree over the chunk vectors; returns False when up to date."""
+    from unirag.build.tree import TreeConfig, build_tree
+
+    ts = settings.graph.tree
+    config = TreeConfig(
+        method=ts.method, max_layers=ts.max_layers, min_layer_size=ts.min_layer_size, threshold=ts.threshold,
+        cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens,
+    )
+    vectors_entry = workspace.manifest_entry("chunk_vectors") or {}
+    inputs = config_hash({"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(), "chat": models.chat.name})
+    entry = workspace.manifest_entry("tree")
+    if entry and entry.get("inputs") == inputs:
+        return False
+    vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
+    leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
+    result = build_tree(leaves, models.chat, models.embedder, config, settings.concurrency, progress,
+                        settings.chat.temperature)
+    store.save_tree((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes)
+    layers: dict[int, int] = {}
+    for node in result.nodes:
+        layers[node.layer] = layers.get(node.layer, 0) + 1
+    workspace.set_manifest_entry("tree", {
+        "config": ts.model_dump(), "inputs": inputs, "count": len(result.nodes),
+        "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats,
+    })
+    return True

@@ -1,0 +1,174 @@
+"""Graph artifacts as tables in the workspace store.
+
+* ``extractions``: one row per (chunk, extractor) — the parsed extraction,
+  written as each call finishes, so a killed build resumes where it stopped.
+* ``entities``, ``relationships``, ``claims``: the merged graph (rewritten
+  in one transaction when the extractions change).
+* ``chunk_links``: passage-graph and hybrid chunk-chunk edges.
+* ``tree_nodes``: the RAPTOR tree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from unirag.build.merge import Claim, Entity, MergedGraph, Relationship
+from unirag.build.types import ChunkExtraction
+from unirag.workspace import Workspace
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS extractions (
+    chunk_id TEXT, extractor TEXT, payload TEXT, PRIMARY KEY (chunk_id, extractor)
+);
+CREATE TABLE IF NOT EXISTS entities (
+    id TEXT PRIMARY KEY, name TEXT, type TEXT, description TEXT, chunk_ids TEXT, mentions INTEGER
+);
+CREATE TABLE IF NOT EXISTS relationships (
+    id TEXT PRIMARY KEY, source TEXT, target TEXT, relation TEXT, description TEXT, keywords TEXT,
+    weight REAL, strength REAL, chunk_ids TEXT
+);
+CREATE TABLE IF NOT EXISTS claims (
+    id TEXT PRIMARY KEY, subject TEXT, object TEXT, type TEXT, status TEXT, date TEXT, description TEXT,
+    chunk_ids TEXT
+);
+CREATE TABLE IF NOT EXISTS chunk_links (kind TEXT, a TEXT, b TEXT, shared INTEGER, PRIMARY KEY (kind, a, b));
+CREATE TABLE IF NOT EXISTS tree_nodes (
+    id TEXT PRIMARY KEY, layer INTEGER, text TEXT, children TEXT, vector BLOB
+);
+"""
+
+
+class GraphStore:
+    """Reads and writes the graph tables of one workspace."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.db = workspace.db
+        self.db.executescript(_SCHEMA)
+
+    # -- extractions -------------------------------------------------------
+    def extracted_chunk_ids(self, extractor: str) -> set[str]:
+        rows = self.db.execute("SELECT chunk_id FROM extractions WHERE extractor = ?", (extractor,))
+        return {row[0] for row in rows}
+
+    def save_extractions(self, extractor: str, extractions: Iterable[ChunkExtraction]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO extractions VALUES (?, ?, ?)",
+                [(ex.chunk_id, extractor, json.dumps(ex.to_json(), ensure_ascii=False)) for ex in extractions],
+            )
+
+    def load_extractions(self, extractor: str, chunk_ids: list[str]) -> list[ChunkExtraction]:
+        """Extractions in ``chunk_ids`` order (chunks without one are skipped)."""
+        found: dict[str, ChunkExtraction] = {}
+        rows = self.db.execute("SELECT chunk_id, payload FROM extractions WHERE extractor = ?", (extractor,))
+        wanted = set(chunk_ids)
+        for chunk_id, payload in rows:
+            if chunk_id in wanted:
+                found[chunk_id] = ChunkExtraction.from_json(json.loads(payload))
+        return [found[cid] for cid in chunk_ids if cid in found]
+
+    def extraction_failures(self, extractor: str) -> Counter[str]:
+        """Dropped and repaired items by reason, over every chunk of ``extractor``."""
+        total: Counter[str] = Counter()
+        rows = self.db.execute("SELECT payload FROM extractions WHERE extractor = ?", (extractor,))
+        for (payload,) in rows:
+            total.update(json.loads(payload).get("dropped", {}))
+        return total
+
+    # -- merged graph ------------------------------------------------------
+    def save_graph(self, graph: MergedGraph) -> None:
+        with self.db:
+            for table in ("entities", "relationships", "claims"):
+                self.db.execute(f"DELETE FROM {table}")
+            self.db.executemany(
+                "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?)",
+                [(e.id, e.name, e.type, e.description, json.dumps(e.chunk_ids), e.mentions)
+                 for e in graph.entities.values()],
+            )
+            self.db.executemany(
+                "INSERT INTO relationships VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.id, r.source, r.target, r.relation, r.description, json.dumps(r.keywords), r.weight,
+                  r.strength, json.dumps(r.chunk_ids)) for r in graph.relationships.values()],
+            )
+            self.db.executemany(
+                "INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(c.id, c.subject, c.object, c.type, c.status, c.date, c.description, json.dumps(c.chunk_ids))
+                 for c in graph.claims.values()],
+            )
+
+    def load_graph(self) -> MergedGraph:
+        graph = MergedGraph()
+        for row in self.db.execute("SELECT id, name, type, description, chunk_ids, mentions FROM entities"):
+            graph.entities[row[0]] = Entity(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
+        for row in self.db.execute(
+            "SELECT id, source, target, relation, description, keywords, weight, strength, chunk_ids FROM relationships"
+        ):
+            graph.relationships[row[0]] = Relationship(
+                row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7], json.loads(row[8])
+            )
+        for row in self.db.execute(
+            "SELECT id, subject, object, type, status, date, description, chunk_ids FROM claims"
+        ):
+            graph.claims[row[0]] = Claim(*row[:7], json.loads(row[7]))
+        return graph
+
+    def graph_counts(self) -> dict[str, int]:
+        out = {}
+        for table in ("entities", "relationships", "claims", "tree_nodes"):
+            out[table] = self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        for kind, count in self.db.execute("SELECT kind, COUNT(*) FROM chunk_links GROUP BY kind"):
+            out[f"chunk_links:{kind}"] = count
+        return out
+
+    def type_counts(self) -> dict[str, dict[str, int]]:
+        """Nodes and edges per built graph type (survey Table 2 projections)."""
+        manifest = self.workspace.manifest()
+        out: dict[str, dict[str, int]] = {}
+        one = lambda sql: self.db.execute(sql).fetchone()[0]  # noqa: E731
+        chunks = one("SELECT COUNT(*) FROM chunks")
+        if "graph" in manifest:
+            entities, relationships = one("SELECT COUNT(*) FROM entities"), one("SELECT COUNT(*) FROM relationships")
+            for kind in ("kg", "tkg", "rkg"):
+                out[kind] = {"nodes": entities, "edges": relationships}
+            memberships = one("SELECT COALESCE(SUM(json_array_length(chunk_ids)), 0) FROM entities")
+            if "chunk_links:pg" in manifest:
+                out["pg"] = {"nodes": chunks, "edges": manifest["chunk_links:pg"]["count"]}
+            if "chunk_links:hybrid" in manifest:
+                out["hybrid"] = {
+                    "nodes": chunks + entities,
+                    "edges": manifest["chunk_links:hybrid"]["count"] + memberships + relationships,
+                }
+        if "tree" in manifest:
+            out["tree"] = {
+                "nodes": one("SELECT COUNT(*) FROM tree_nodes"),
+                "edges": one("SELECT COALESCE(SUM(json_array_length(children)), 0) FROM tree_nodes"),
+            }
+        return out
+
+    # -- chunk links -------------------------------------------------------
+    def save_chunk_links(self, kind: str, links: Iterable[tuple[str, str, int]]) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM chunk_links WHERE kind = ?", (kind,))
+            self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
+
+    def load_chunk_links(self, kind: str) -> list[tuple[str, str, int]]:
+        return list(self.db.execute("SELECT a, b, shared FROM chunk_links WHERE kind = ?", (kind,)))
+
+    # -- tree ----------------------------------------------------------------
+    def save_tree(self, nodes: Iterable[tuple[str, int, str, list[str], np.ndarray]]) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM tree_nodes")
+            self.db.executemany(
+                "INSERT INTO tree_nodes VALUES (?, ?, ?, ?, ?)",
+                [(nid, layer, text, json.dumps(children), np.asarray(vec, dtype=np.float32).tobytes())
+                 for nid, layer, text, children, vec in nodes],
+            )
+
+    def load_tree(self) -> list[tuple[str, int, str, list[str], np.ndarray]]:
+        rows = self.db.execute("SELECT id, layer, text, children, vector FROM tree_nodes ORDER BY layer, id")
+        return [(r[0], r[1], r[2], json.loads(r[3]), np.frombuffer(r[4], dtype=np.float32)) for r in rows]
