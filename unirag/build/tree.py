@@ -1,0 +1,463 @@
+"""The RAPTOR tree (survey §4 ②; Sarthi et al. 2024): chunks summarised upward, layer by layer.
+
+Leaves are the chunks. At each layer the nodes' embeddings are clustered, the
+LLM writes one summary per cluster of two or more nodes, and those summaries
+(embedded) are the next layer's nodes. Two clustering methods:
+
+* ``gmm`` (RAPTOR): UMAP reduction, a Gaussian mixture whose number of
+  components is chosen by BIC, *soft* assignment (a node joins every
+  component whose posterior exceeds ``threshold``, so it can have several
+  parents), then RAPTOR's local pass: every global cluster too big for one
+  reduction is reduced and clustered again on its own.
+* ``kmeans`` (RAPTOR-K, survey Table 6): K-means on the raw embeddings with
+  ``k = ceil(n / cluster_size)``, hard assignment. The survey finds it as good
+  as GMM and it is far cheaper on big corpora.
+
+Decisions worth knowing (each one documented where it is implemented):
+
+* **Determinism.** A rerun must yield the same clusters, so that every
+  summary request (whose messages hold the children's texts) has the same
+  cache key and a resumed build repeats no LLM call. Every estimator gets
+  ``random_state=config.seed``; UMAP runs single-threaded (it is only
+  reproducible that way); clusters are sorted tuples of layer positions and
+  the cluster list is sorted; children keep their layer order.
+* **Singletons get no parent.** The survey: "for each cluster with more than
+  two nodes, the LLM generates a virtual parent". A one-node cluster is not
+  summarised (that would be a paraphrase of a single chunk, paid for with an
+  LLM call) and is not carried up: it stays retrievable at its own layer. The
+  count goes into ``stats["singletons"]``.
+* **Tiny layers are one cluster.** With ``n < 4`` or ``n <= n_components + 1``
+  nodes, UMAP cannot reduce meaningfully (its spectral init needs
+  ``n_components < n - 1``) and a full-covariance GMM on raw embeddings would
+  pick one component by BIC anyway, so the layer (or, in the local pass, the
+  global cluster, exactly as RAPTOR does) is kept as one cluster. The token
+  budget below still splits it when the summary prompt would be too long.
+* **Token budget.** A cluster whose texts total more than
+  ``max_cluster_tokens`` is re-clustered on its own, recursively, until the
+  parts fit or have one or two nodes (RAPTOR's ``max_length_in_cluster``).
+  When re-clustering makes no progress (a tiny cluster is one cluster, a
+  K-means ``k`` of 1) the cluster is halved along its first principal
+  component, so the recursion always ends. The budget applies to both
+  methods: it protects the prompt, whatever made the cluster.
+* **Stopping.** A layer with fewer than ``min_layer_size`` nodes is not
+  clustered; ``max_layers`` layers are built at most; a layer whose
+  clustering is one cluster holding every node produces the root and ends the
+  tree; so does a layer where no cluster has two nodes. One or two leaves
+  (below the default ``min_layer_size`` of 3) yield just the leaves.
+* ``reducer="pca"`` swaps UMAP for PCA (deterministic, no numba JIT). UMAP is
+  the default because RAPTOR uses it; its first call in a process compiles
+  numba kernels for ~20-30 s, which PCA avoids for tests and quick runs.
+* **Small layers over-split with GMM.** BIC with full covariances rewards
+  components of a handful of points in 10-d (their near-singular covariances
+  have huge likelihoods), so on a few dozen nodes RAPTOR's GMM finds pure but
+  finer clusters than the true groups (e.g. a group of 8 split 4 + 4). That
+  is RAPTOR's behaviour and is kept; ``kmeans`` has no such effect.
+* **Threads.** Clustering runs with BLAS/OpenMP limited to one thread (except
+  K-means on big layers); see :func:`cluster_layer`. The limit is process-wide
+  while it lasts, which is harmless for tiny matrices but worth knowing.
+
+``build_tree`` returns a :class:`TreeResult`: all nodes (leaves first, then
+each layer in order) and integer ``stats``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from unirag.generate.prompts import load_prompt
+from unirag.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    EmbeddingModel,
+    normalise_rows,
+)
+from unirag.progress import Progress
+
+SUMMARY_STAGE = "build.tree.summarize"
+EMBED_STAGE = "build.tree.embed"
+LOCAL_NEIGHBORS = 10  # RAPTOR's local UMAP n_neighbors
+PARALLEL_MIN_VALUES = 1_000_000  # K-means on fewer embedding values runs single-threaded
+
+Cluster = tuple[int, ...]  # sorted positions of nodes within one layer
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """How the tree is built. Defaults are RAPTOR's (reduction to 10-d, 0.1 threshold, 3500-token clusters)."""
+
+    method: Literal["gmm", "kmeans"] = "gmm"
+    max_layers: int = 4  # layers above the leaves
+    min_layer_size: int = 3  # a layer with fewer nodes is not clustered
+    threshold: float = 0.1  # GMM soft-assignment probability
+    max_clusters: int = 50  # GMM: BIC searches 1..min(max_clusters, n-1) components
+    cluster_size: int = 8  # kmeans: k = ceil(n / cluster_size)
+    reduction_dim: int = 10
+    max_cluster_tokens: int = 3500
+    summary_max_words: int = 120
+    summary_max_tokens: int = 256
+    seed: int = 224
+    reducer: Literal["umap", "pca"] = "umap"  # gmm only; see the module docstring
+
+    def validate(self) -> None:
+        """Fail before any model call rather than half-way up the tree."""
+        if self.method not in ("gmm", "kmeans"):
+            raise ValueError(f"tree method must be 'gmm' or 'kmeans', not {self.method!r}")
+        if self.reducer not in ("umap", "pca"):
+            raise ValueError(f"tree reducer must be 'umap' or 'pca', not {self.reducer!r}")
+        if not 0.0 < self.threshold < 1.0:
+            raise ValueError(f"tree threshold must be in (0, 1), not {self.threshold}")
+        for name in ("max_layers", "min_layer_size", "max_clusters", "cluster_size", "reduction_dim",
+                     "max_cluster_tokens", "summary_max_words", "summary_max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"tree {name} must be at least 1, not {getattr(self, name)}")
+
+
+@dataclass
+class TreeNode:
+    """One tree node. Leaves (layer 0) are chunks and keep the chunk id.
+
+    Summary ids are ``tree-<layer>-<sha256 of the sorted child ids>[:12]``:
+    derived from content, so a rebuild that finds the same clusters gives the
+    same ids.
+    """
+
+    id: str
+    layer: int
+    text: str
+    children: list[str]
+    vector: np.ndarray  # L2-normalised float32
+
+
+@dataclass
+class TreeResult:
+    """All nodes (leaves first, then layer 1, 2, ...) and counters of what happened.
+
+    ``stats`` keys: ``leaves``, ``layers`` (built above the leaves),
+    ``summaries``, ``summary_cache_hits``, ``fallback_summaries`` (empty LLM
+    answers replaced by the children's first sentences), ``singletons`` (nodes
+    that clustering left alone, so with no parent at the next layer), ``oversize_splits`` (clusters re-clustered for the
+    token budget), ``forced_bisections`` (of those, halved by PCA).
+    """
+
+    nodes: list[TreeNode]
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def layer(self, number: int) -> list[TreeNode]:
+        return [node for node in self.nodes if node.layer == number]
+
+    @property
+    def depth(self) -> int:
+        """The highest layer number (0 when there are only leaves)."""
+        return max((node.layer for node in self.nodes), default=0)
+
+
+def node_id(layer: int, child_ids: Sequence[str]) -> str:
+    digest = hashlib.sha256("\x00".join(sorted(child_ids)).encode("utf-8")).hexdigest()
+    return f"tree-{layer}-{digest[:12]}"
+
+
+# -- clustering ----------------------------------------------------------------
+
+
+def _n_components(config: TreeConfig, dim: int) -> int:
+    return max(1, min(config.reduction_dim, dim))
+
+
+def _too_small_to_reduce(n: int, n_components: int) -> bool:
+    return n < 4 or n <= n_components + 1
+
+
+def _reduce(x: np.ndarray, n_neighbors: int, n_components: int, config: TreeConfig) -> np.ndarray:
+    """UMAP (cosine, seeded, single-threaded) or PCA down to ``n_components``."""
+    if config.reducer == "pca":
+        from sklearn.decomposition import PCA
+
+        return PCA(n_components=n_components, svd_solver="full").fit_transform(x)
+    import umap
+
+    reducer = umap.UMAP(
+        n_neighbors=max(2, min(n_neighbors, len(x) - 1)),
+        n_components=n_components,
+        metric="cosine",
+        random_state=config.seed,
+        n_jobs=1,  # seeded UMAP is single-threaded anyway; saying so avoids its warning
+    )
+    return np.asarray(reducer.fit_transform(x), dtype=np.float64)
+
+
+def _gmm_soft(x: np.ndarray, config: TreeConfig) -> list[list[int]]:
+    """GMM with BIC-chosen size; members of each component by posterior > threshold.
+
+    RAPTOR drops a node whose posteriors are all below the threshold (possible
+    once there are more than 1/threshold components); we keep every node in
+    its most likely component so that no node silently loses its parent.
+    """
+    from sklearn.mixture import GaussianMixture
+
+    n = len(x)
+    best, best_bic = None, math.inf
+    for k in range(1, max(1, min(config.max_clusters, n - 1)) + 1):
+        model = GaussianMixture(n_components=k, random_state=config.seed).fit(x)
+        bic = model.bic(x)
+        if bic < best_bic:  # strict: ties keep the smaller k
+            best, best_bic = model, bic
+    assert best is not None
+    probs = best.predict_proba(x)
+    member = probs > config.threshold
+    member[np.arange(n), probs.argmax(axis=1)] = True
+    return [np.flatnonzero(member[:, j]).tolist() for j in range(member.shape[1]) if member[:, j].any()]
+
+
+def _gmm_clusters(x: np.ndarray, config: TreeConfig) -> list[list[int]]:
+    """RAPTOR's global pass then local pass, on rows of ``x``; returns lists of row positions."""
+    n = len(x)
+    n_components = _n_components(config, x.shape[1])
+    if _too_small_to_reduce(n, n_components):
+        return [list(range(n))]
+    reduced = _reduce(x, int(math.sqrt(n - 1)), n_components, config)
+    out: list[list[int]] = []
+    for members in _gmm_soft(reduced, config):
+        if _too_small_to_reduce(len(members), n_components):
+            out.append(members)
+            continue
+        local = _reduce(x[members], LOCAL_NEIGHBORS, n_components, config)
+        out.extend([members[i] for i in local_members] for local_members in _gmm_soft(local, config))
+    return out
+
+
+def _kmeans_labels(x: np.ndarray, k: int, seed: int) -> np.ndarray:
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(x)
+
+
+def _kmeans_clusters(x: np.ndarray, config: TreeConfig) -> list[list[int]]:
+    k = math.ceil(len(x) / config.cluster_size)
+    if k <= 1:
+        return [list(range(len(x)))]
+    labels = _kmeans_labels(x, k, config.seed)
+    return [np.flatnonzero(labels == j).tolist() for j in range(k) if (labels == j).any()]
+
+
+def _partition(cluster: Cluster, vectors: np.ndarray, config: TreeConfig) -> list[Cluster]:
+    """Cluster the nodes at layer positions ``cluster`` with the configured method."""
+    x = vectors[list(cluster)]
+    groups = _gmm_clusters(x, config) if config.method == "gmm" else _kmeans_clusters(x, config)
+    return [tuple(sorted(cluster[i] for i in group)) for group in groups if group]
+
+
+def _bisect(cluster: Cluster, vectors: np.ndarray) -> list[Cluster]:
+    """Halve ``cluster`` at the median of its first principal component.
+
+    Used when re-clustering cannot split an oversize cluster, i.e. when the
+    method sees no structure in it. Halving along the main direction of
+    variation keeps similar nodes together, and unlike 2-means (which on
+    structureless data peels off one outlier at a time, each left without a
+    parent) it always makes balanced parts. Identical vectors (projection 0)
+    are halved in layer order.
+    """
+    x = vectors[list(cluster)]
+    x = x - x.mean(axis=0)
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    direction = vt[0] * (1.0 if vt[0][np.argmax(np.abs(vt[0]))] >= 0 else -1.0)  # fix the SVD sign
+    order = np.argsort(x @ direction, kind="stable")
+    half = len(cluster) // 2
+    return [tuple(sorted(cluster[i] for i in order[:half])), tuple(sorted(cluster[i] for i in order[half:]))]
+
+
+def _fit_budget(
+    cluster: Cluster, vectors: np.ndarray, tokens: Sequence[int], config: TreeConfig, stats: Counter[str]
+) -> list[Cluster]:
+    """Split ``cluster`` until every part's texts fit ``max_cluster_tokens`` or has <= 2 nodes."""
+    if len(cluster) <= 2 or sum(tokens[i] for i in cluster) <= config.max_cluster_tokens:
+        return [cluster]
+    stats["oversize_splits"] += 1
+    parts = _partition(cluster, vectors, config)
+    if not parts or any(len(part) >= len(cluster) for part in parts):
+        stats["forced_bisections"] += 1
+        parts = _bisect(cluster, vectors)
+    out: list[Cluster] = []
+    for part in parts:
+        out.extend(_fit_budget(part, vectors, tokens, config, stats))
+    return out
+
+
+def _import_backends(config: TreeConfig) -> None:
+    """Load scipy/sklearn (and UMAP) now, so that their BLAS exists when the thread limit is set."""
+    import scipy.linalg  # noqa: F401
+    import sklearn.cluster
+    import sklearn.decomposition
+    import sklearn.mixture  # noqa: F401
+
+    if config.method == "gmm" and config.reducer == "umap":
+        import umap  # noqa: F401
+
+
+def cluster_layer(
+    vectors: np.ndarray, tokens: Sequence[int], config: TreeConfig, stats: Counter[str] | None = None
+) -> list[Cluster]:
+    """The clusters of one layer: sorted, de-duplicated tuples of node positions (singletons included).
+
+    With ``gmm`` a node may appear in several clusters (soft assignment).
+    ``tokens[i]`` is node i's text length; clusters above the budget are split.
+    """
+    from threadpoolctl import threadpool_limits
+
+    stats = stats if stats is not None else Counter()
+    if len(vectors) == 0:
+        return []
+    vectors = np.asarray(vectors, dtype=np.float64)
+    clusters: set[Cluster] = set()
+    # GMM works on tiny matrices (10-d after reduction), and small layers are
+    # small matrices too: there, threaded BLAS/OpenMP only adds start-up and
+    # synchronisation (measured on 2 cores: a 10x10 triangular solve ~250x and
+    # a 40x10 K-means fit ~6x slower with 2 threads than with 1). One thread
+    # also makes the floating-point results independent of the core count.
+    # Only K-means on a big layer (raw embeddings of many chunks) gets threads.
+    # The limit only reaches libraries already loaded, hence the imports first.
+    single_thread = config.method == "gmm" or vectors.size < PARALLEL_MIN_VALUES
+    _import_backends(config)
+    with threadpool_limits(limits=1 if single_thread else None):
+        for cluster in _partition(tuple(range(len(vectors))), vectors, config):
+            clusters.update(_fit_budget(cluster, vectors, tokens, config, stats))
+    return sorted(clusters)
+
+
+# -- summaries -------------------------------------------------------------------
+
+
+def _first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+
+
+def _summarise(
+    groups: list[list[TreeNode]],
+    chat: ChatModel,
+    config: TreeConfig,
+    concurrency: int,
+    progress: Progress,
+    layer: int,
+    temperature: float,
+) -> list[ChatResponse]:
+    """One request per group, run concurrently; responses in the groups' order.
+
+    On the first failure the calls not yet started are cancelled and the error
+    propagates; calls that finished are in the response cache (when the stack
+    has one), so a rerun repeats none of them.
+    """
+    prompt = load_prompt("summarize_cluster")
+    requests = [
+        ChatRequest(
+            messages=prompt.messages(
+                max_words=str(config.summary_max_words),
+                texts="\n\n".join("- " + child.text.strip() for child in group),
+            ),
+            stage=SUMMARY_STAGE,
+            prompt_version=prompt.cache_version,
+            temperature=temperature,
+            max_tokens=config.summary_max_tokens,
+        )
+        for group in groups
+    ]
+    with progress.task(f"tree layer {layer}: summarising clusters", total=len(requests)) as advance:
+        pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+        try:
+            futures = [pool.submit(chat.complete, request) for request in requests]
+            for future in as_completed(futures):
+                future.result()  # re-raise the first failure now, not after every call ran
+                advance(1)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return [future.result() for future in futures]
+
+
+# -- the tree --------------------------------------------------------------------
+
+
+def build_tree(
+    leaves: Sequence[tuple[str, str, np.ndarray]],
+    chat: ChatModel,
+    embedder: EmbeddingModel,
+    config: TreeConfig = TreeConfig(),
+    concurrency: int = 4,
+    progress: Progress | None = None,
+    temperature: float = 0.0,
+) -> TreeResult:
+    """Build the RAPTOR tree over ``leaves`` = ``(chunk_id, text, vector)``; see the module docstring."""
+    config.validate()
+    progress = progress or Progress(enabled=False)
+    from unirag.text.tokenizer import get_tokenizer
+
+    tokenizer = get_tokenizer()
+    stats: Counter[str] = Counter()
+    ids = [chunk_id for chunk_id, _, _ in leaves]
+    if len(set(ids)) != len(ids):
+        duplicated = sorted(i for i, count in Counter(ids).items() if count > 1)
+        raise ValueError(f"duplicate leaf ids: {', '.join(duplicated[:5])}")
+    leaf_vectors = (
+        normalise_rows(np.stack([np.asarray(vector, dtype=np.float32) for _, _, vector in leaves]))
+        if leaves
+        else np.zeros((0, 0), dtype=np.float32)
+    )
+    nodes = [
+        TreeNode(id=chunk_id, layer=0, text=text, children=[], vector=leaf_vectors[i])
+        for i, (chunk_id, text, _) in enumerate(leaves)
+    ]
+    stats["leaves"] = len(nodes)
+    current = list(nodes)  # a copy: ``nodes`` grows as layers are added
+    for layer in range(1, config.max_layers + 1):
+        if len(current) < config.min_layer_size:
+            break
+        vectors = np.stack([node.vector for node in current])
+        tokens = [tokenizer.count(node.text) for node in current]
+        clusters = [c for c in cluster_layer(vectors, tokens, config, stats) if len(c) >= 2]
+        covered = {i for cluster in clusters for i in cluster}
+        stats["singletons"] += len(current) - len(covered)
+        if not clusters:
+            break
+        groups = [[current[i] for i in cluster] for cluster in clusters]
+        responses = _summarise(groups, chat, config, concurrency, progress, layer, temperature)
+        texts = []
+        for group, response in zip(groups, responses):
+            text = response.text.strip()
+            if not text:
+                stats["fallback_summaries"] += 1
+                text = " ".join(s for s in (_first_sentence(child.text) for child in group) if s)
+            stats["summary_cache_hits"] += int(response.cached)
+            texts.append(text)
+        batch = embedder.embed(texts, stage=EMBED_STAGE)
+        if len(batch.vectors) != len(texts):
+            raise ValueError(f"embedder returned {len(batch.vectors)} vectors for {len(texts)} summaries")
+        summary_vectors = normalise_rows(batch.vectors)
+        built = [
+            TreeNode(
+                id=node_id(layer, [child.id for child in group]),
+                layer=layer,
+                text=text,
+                children=[child.id for child in group],
+                vector=summary_vectors[i],
+            )
+            for i, (group, text) in enumerate(zip(groups, texts))
+        ]
+        nodes.extend(built)
+        stats["summaries"] += len(built)
+        stats["layers"] = layer
+        if len(clusters) == 1 and len(clusters[0]) == len(current):
+            break  # one cluster of everything: that summary is the root
+        current = built
+    for key in ("layers", "summaries", "summary_cache_hits", "fallback_summaries", "singletons",
+                "oversize_splits", "forced_bisections"):
+        stats.setdefault(key, 0)
+    return TreeResult(nodes=nodes, stats=dict(stats))
