@@ -180,7 +180,8 @@ def test_short_passages_share_a_call_and_keep_provenance(tmp_path: Path, corpus:
 def test_gleaning_asks_then_gleans(tmp_path: Path, corpus: Path) -> None:
     chat = ScriptedChat()
     chat.glean_answer = "YES"
-    ws, _ = index(tmp_path / "ws", corpus, chat, ["kg"], graph__max_passages_per_call=5, graph__gleaning=2)
+    ws, _ = index(tmp_path / "ws", corpus, chat, ["kg"], graph__max_passages_per_call=5, graph__gleaning=2,
+                   graph__grounding=False)
     stages = Counter(r.stage for r in chat.requests)
     assert stages == {"build.extract": 1, "build.extract.glean_check": 2, "build.extract.glean": 2}
     glean = next(r for r in chat.requests if r.stage == "build.extract.glean")
@@ -188,7 +189,8 @@ def test_gleaning_asks_then_gleans(tmp_path: Path, corpus: Path) -> None:
     assert "Already extracted:" in user and "Marie Curie" in user
     assert "gleaned thing" in GraphStore(ws).load_graph().entities
     chat2 = ScriptedChat()  # NO: one check per group, no glean
-    index(tmp_path / "ws2", corpus, chat2, ["kg"], graph__max_passages_per_call=5, graph__gleaning=2)
+    index(tmp_path / "ws2", corpus, chat2, ["kg"], graph__max_passages_per_call=5, graph__gleaning=2,
+                   graph__grounding=False)
     assert Counter(r.stage for r in chat2.requests) == {"build.extract": 1, "build.extract.glean_check": 1}
 
 
@@ -227,3 +229,15 @@ def test_export_of_a_graph_not_built_is_a_clear_error(tmp_path: Path, corpus: Pa
     ws, _ = index(tmp_path / "ws", corpus, ScriptedChat(), [])
     with pytest.raises(WorkspaceError, match="--graph hybrid"):
         export_graph(ws, "hybrid", "graphml")
+
+
+def test_grounding_drops_names_not_in_the_passage() -> None:
+    from unirag.build.extract_llm import ground
+
+    extraction = ex("c1", [("Marie Curie", "person", "copied from the example"), ("Lothair II", "person", ""),
+                           ("Teutberga", "person", "")],
+                    [("Teutberga", "Lothair II", "married", 9), ("Marie Curie", "Warsaw", "born in", 9)])
+    ground(extraction, "Teutberga\nTeutberga was a queen by marriage to Lothair II.")
+    assert [e.name for e in extraction.entities] == ["Lothair II", "Teutberga"]
+    assert [(r.source, r.target) for r in extraction.relations] == [("Teutberga", "Lothair II")]
+    assert extraction.dropped == {"ungrounded_entity": 1, "ungrounded_relation": 1}

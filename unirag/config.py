@@ -131,6 +131,9 @@ class GraphSettings(_Section):
     )
     max_passages_per_call: int = Field(4, ge=1)
     extraction_max_tokens: int = Field(1500, gt=0)
+    grounding: bool = Field(
+        True, description="drop extracted names that do not occur in their passage (small models copy the example)"
+    )
     description_max_tokens: int = Field(200, gt=0, description="merged descriptions above this are summarised")
     passage_threshold: int = Field(1, ge=1, description="PG: link chunks sharing at least this many entities")
     hybrid_threshold: int = Field(3, ge=0, description="hybrid: link chunks sharing more than l entities")

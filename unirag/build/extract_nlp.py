@@ -369,6 +369,9 @@ class NlpExtractor:
                 entities[title_key] = _Entity(first=-1, fixed_name=title_name)
                 entities[title_key].names[title_name] += 1
 
+        # Where the text names the title it names the passage's subject: NER spans inside
+        # such an occurrence ("Riemann" in "the Riemann integral") give way to the title.
+        title_spans = _occurrences(tok, body_start, sent_of, title_lower) if title_lower else []
         title_votes: Counter[str] = Counter()
         for ent in doc.ents:
             if ent.start < body_start:
@@ -376,9 +379,18 @@ class NlpExtractor:
                 if trimmed and title_key and names.text(*trimmed).casefold() == title_key and ent.label_ in NER_TYPES:
                     title_votes[NER_TYPES[ent.label_]] += 1
                 continue
+            inside = next(((s, e) for s, e in title_spans if s <= ent.start and ent.end <= e), None)
+            if inside is not None and inside != names.trim(ent.start, ent.end):
+                continue
+            title_spans = [(s, e) for s, e in title_spans if e <= ent.start or ent.end <= s]
             covered[ent.start : ent.end] = b"\x01" * (ent.end - ent.start)  # dates too: "November 875" is no concept
             if ent.label_ in NER_TYPES:
                 add(ent.start, ent.end, NER_TYPES[ent.label_])
+        for s, e in title_spans:
+            if not any(covered[s:e]):
+                mentions.append(_Mention(title_key, s, tok.root(s, e)))
+                covered[s:e] = b"\x01" * (e - s)
+                entities[title_key].types[CONCEPT] += 1  # in context, and NER did not call it a name
         for noun_chunk in doc.noun_chunks:
             s, e = noun_chunk.start, noun_chunk.end
             if s < body_start or tok.pos[tok.root(s, e)] != self._pos.propn or any(covered[s:e]):
@@ -390,7 +402,7 @@ class NlpExtractor:
             entities[title_key].types.update(title_votes)
 
         # Names found once are found again where the tagger missed them.
-        mentions.extend(_rematch(tok, body_start, sent_of, covered, surfaces, title_key, title_lower))
+        mentions.extend(_rematch(tok, body_start, sent_of, covered, surfaces))
         mentions.sort(key=lambda m: (m.start, m.key))
 
         by_sentence: list[list[_Mention]] = [[] for _ in bounds]
@@ -575,27 +587,38 @@ class _Names:
         return not (pron and all(self.tok.pos[i] == self.pron for i in range(start, end)))
 
 
+def _occurrences(tok: _Tokens, start: int, sent_of: list[int], lower: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Non-overlapping case-insensitive occurrences of a token sequence, each within one sentence."""
+    found: list[tuple[int, int]] = []
+    width = len(lower)
+    i = start
+    while i + width <= len(tok.lower):
+        end = i + width
+        if tok.lower[i] == lower[0] and sent_of[end - 1] == sent_of[i] and tuple(tok.lower[i:end]) == lower:
+            found.append((i, end))
+            i = end
+        else:
+            i += 1
+    return found
+
+
 def _rematch(
     tok: _Tokens,
     body_start: int,
     sent_of: list[int],
     covered: bytearray,
     surfaces: dict[tuple[int, ...], tuple[str, int]],
-    title_key: str,
-    title_lower: tuple[int, ...],
 ) -> list[_Mention]:
     """Further occurrences of known names in text no mention covers yet.
 
-    Case-sensitive for names the tagger found (so "May" the person does not
-    match the verb "may"); case-insensitive for the title ("The lilu was ..."
-    refers to "Lilu (mythology)"). Names compare as token-id sequences, so
-    tokenisation is the same on both sides.
+    Case-sensitive (so "May" the person does not match the verb "may"; the
+    title was matched case-insensitively before, "The lilu was ..." refers to
+    "Lilu (mythology)"). Names compare as token-id sequences, so tokenisation
+    is the same on both sides.
     """
-    patterns: dict[int, list[tuple[tuple[int, ...], str, bool]]] = {}
+    patterns: dict[int, list[tuple[tuple[int, ...], str]]] = {}
     for ids, (key, first_lower) in surfaces.items():
-        patterns.setdefault(first_lower, []).append((ids, key, True))
-    if title_lower:
-        patterns.setdefault(title_lower[0], []).append((title_lower, title_key, False))
+        patterns.setdefault(first_lower, []).append((ids, key))
     for options in patterns.values():
         options.sort(key=lambda option: -len(option[0]))
     found: list[_Mention] = []
@@ -604,11 +627,11 @@ def _rematch(
     while i < n:
         options = None if covered[i] else patterns.get(tok.lower[i])
         width = 0
-        for ids, key, case_sensitive in options or ():
+        for ids, key in options or ():
             end = i + len(ids)
             if end > n or sent_of[end - 1] != sent_of[i] or any(covered[i:end]):
                 continue
-            if tuple((tok.orth if case_sensitive else tok.lower)[i:end]) == ids:
+            if tuple(tok.orth[i:end]) == ids:
                 width = len(ids)
                 found.append(_Mention(key, i, tok.root(i, end)))
                 covered[i:end] = b"\x01" * width
