@@ -142,7 +142,6 @@ def index(
     missing = [str(s) for s in sources if not s.exists()]
     if missing:
         raise SourceError(f"{missing[0]}: no such file or directory")
-    ws = Workspace.init(workspace)
     settings = _settings(
         workspace,
         chunking__size=chunk_size,
@@ -156,6 +155,7 @@ def index(
         chat__base_url=chat_base_url,
         chat__model=chat_model,
     )
+    ws = Workspace.init(workspace)  # only once sources and settings are known to be valid
     try:
         report = run_index(
             ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from unirag.build.merge import normalize_name
 from unirag.build.parse import parse_extraction, parse_yes_no
@@ -57,15 +56,11 @@ def ground(extraction: ChunkExtraction, text: str) -> None:
         extraction.claims = claims
 
 
-@dataclass(frozen=True)
-class ExtractionPlan:
-    """Which chunks share a call: consecutive short passages, up to a count."""
+def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: int) -> list[list[Chunk]]:
+    """Which chunks share a call: consecutive short passages, up to a count.
 
-    groups: list[list[Chunk]]
-
-
-def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: int) -> ExtractionPlan:
-    """Deterministic grouping (so a rerun builds the same prompts and hits the cache)."""
+    Deterministic, so a rerun builds the same prompts and hits the cache.
+    """
     groups: list[list[Chunk]] = []
     current: list[Chunk] = []
     for chunk in chunks:
@@ -81,7 +76,7 @@ def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: 
             current = []
     if current:
         groups.append(current)
-    return ExtractionPlan(groups)
+    return groups
 
 
 class LlmExtractor:

@@ -73,8 +73,8 @@ def run_extraction(
         if hasattr(extractor, "extract_groups"):
             from unirag.build.extract_llm import plan_groups
 
-            plan = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
-            for extractions in extractor.extract_groups(plan.groups, settings.concurrency):
+            groups = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
+            for extractions in extractor.extract_groups(groups, settings.concurrency):
                 store.save_extractions(extractor.name, extractions)
                 advance(len(extractions))
         else:
@@ -123,6 +123,7 @@ def build_graphs(
             })
             report.rebuilt.append("graph")
         graph_inputs = workspace.manifest_entry("graph")["inputs"]
+        merged = None  # loaded once, only if some chunk links must be rebuilt
         for kind, minimum in (("pg", gs.passage_threshold), ("hybrid", gs.hybrid_threshold + 1)):
             if kind not in wanted:
                 continue
@@ -130,7 +131,8 @@ def build_graphs(
             entry = workspace.manifest_entry(f"chunk_links:{kind}")
             if entry and entry.get("inputs") == link_inputs:
                 continue
-            links = shared_entity_links(store.load_graph(), chunk_ids, minimum)
+            merged = merged or store.load_graph()
+            links = shared_entity_links(merged, chunk_ids, minimum)
             store.save_chunk_links(kind, links)
             workspace.set_manifest_entry(
                 f"chunk_links:{kind}", {"config": {"min_shared_entities": minimum}, "inputs": link_inputs,
