@@ -70,7 +70,9 @@ def test_build_order_puts_dependencies_first() -> None:
 
 def test_aliases_and_unknown_names() -> None:
     assert resolve_names(["kg", "tkg", "pg", "graphrag"]) == ["graph", "chunk_links:pg", "communities:graphrag"]
-    assert set(resolve_names(["all"])) == set(artifact_registry())
+    variants = {name for name, spec in artifact_registry().items() if spec.variant}
+    assert {"communities:archrag-spectral", "chnsw:archrag-leiden", "tree:kmeans"} <= variants
+    assert set(resolve_names(["all"])) == set(artifact_registry()) - variants  # ablations: on request only
     with pytest.raises(ConfigError, match="unknown artifact 'nope'"):
         resolve_names(["nope"])
 
@@ -108,6 +110,48 @@ def test_tree_vectors_index_the_tree_nodes(indexed) -> None:
     assert rebuilt == ["tree", "tree_vectors"]
     ids, vectors = load_vectors(ws, "tree_vectors", "tree_vectors")
     assert len(ids) == ws.manifest_entry("tree")["count"] and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+
+
+def test_variants_are_built_beside_their_defaults(indexed) -> None:
+    ws, settings, embedder = indexed
+    settings = settings.model_copy(update={"index": settings.index.model_copy(update={
+        "archrag": {"min_nodes": 3, "clustering": "leiden"}})})  # the preset must win over this
+    rebuilt, _ = ensure(ws, settings, ["archrag", "chnsw:archrag-spectral", "tree", "tree_vectors:kmeans"],
+                        embedder=embedder)
+    assert {"communities:archrag", "communities:archrag-spectral", "chnsw:archrag-spectral",
+            "tree", "tree:kmeans", "tree_vectors:kmeans"} <= set(rebuilt)
+    assert ws.manifest_entry("communities:archrag")["config"]["clustering"] == "leiden"
+    assert ws.manifest_entry("communities:archrag-spectral")["config"]["clustering"] == "spectral"
+    assert ws.manifest_entry("tree:kmeans")["config"]["method"] == "kmeans"
+    assert ws.manifest_entry("tree")["config"]["method"] == "gmm"
+    store = CommunityStore(ws)
+    spectral = store.load("archrag-spectral")
+    assert spectral and all(c.hierarchy == "archrag-spectral" for c in spectral)
+    assert store.load("archrag")  # the default hierarchy is still there
+    assert ws.artifact_path("chnsw.archrag-spectral").is_dir()
+    from unirag.build.graph_store import GraphStore
+
+    graph_store = GraphStore(ws)
+    leaves = {node[0] for node in graph_store.load_tree() if node[1] == 0}
+    assert leaves == {node[0] for node in graph_store.load_tree("tree:kmeans") if node[1] == 0}
+    ids, _ = load_vectors(ws, "tree_vectors:kmeans", "tree_vectors.kmeans")
+    assert set(ids) == {node[0] for node in graph_store.load_tree("tree:kmeans")}
+    assert ensure(ws, settings, ["chnsw:archrag-spectral", "tree_vectors:kmeans"], embedder=embedder)[0] == []
+
+
+def test_a_tree_from_before_variants_is_migrated(tmp_path: Path) -> None:
+    from unirag.build.graph_store import GraphStore
+
+    ws = Workspace.init(tmp_path / "old")
+    ws.db.execute("CREATE TABLE tree_nodes (id TEXT PRIMARY KEY, layer INTEGER, text TEXT, children TEXT, "
+                  "vector BLOB)")
+    ws.db.execute("INSERT INTO tree_nodes VALUES ('c1', 0, 'leaf', '[]', ?)", (np.ones(2, np.float32).tobytes(),))
+    ws.db.commit()
+    store = GraphStore(ws)
+    assert [(n[0], n[1], n[2]) for n in store.load_tree()] == [("c1", 0, "leaf")]
+    assert store.load_tree("tree:kmeans") == []
+    GraphStore(ws)  # a second open finds the new schema and leaves it alone
+    assert len(store.load_tree()) == 1
 
 
 def test_relationship_text_names_both_ends(indexed) -> None:

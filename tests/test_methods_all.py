@@ -40,11 +40,14 @@ PROMISED: dict[str, set[str]] = {
     "cheaprag": {"community", "chunk"}, "graphrag-ac": {"entity", "relationship", "chunk", "community"},
     "kgp": {"chunk"}, "archrag": {"entity", "community"}, "archrag-direct": {"entity", "community"},
     "archrag-entity-only": {"entity"}, "archrag-single-layer": {"entity", "community"},
+    "archrag-spectral": {"entity", "community"}, "archrag-spectral-noaug": {"entity", "community"},
+    "archrag-leiden": {"entity", "community"},
     "hygrag": {"entity"},  # + communities and/or chunks: one joint top-k over both (Algorithm 2)
     "leanrag": {"community", "chunk"},
-    "raptor": set(),  # chunks and/or tree summaries: at least one of them (below)
+    "raptor": set(), "raptor-k": set(),  # chunks and/or tree summaries: at least one of them (below)
 }
-PROMISED_ANY = {"raptor": {"chunk", "tree_node"}, "hygrag": {"community", "chunk"}}
+PROMISED_ANY = {"raptor": {"chunk", "tree_node"}, "raptor-k": {"chunk", "tree_node"},
+                "hygrag": {"community", "chunk"}}
 
 
 def _points(_: str) -> str:

@@ -403,9 +403,13 @@ def test_missing_artifacts_are_workspace_errors(tmp_path):
 
 def test_registered_with_requirements():
     registry = operator_registry()
-    assert registry["tree.collapsed"].requires == ("tree_vectors",)
-    assert set(registry["archrag.hierarchical"].requires) == {"chnsw", "communities:archrag", "graph"}
-    assert dict(registry["archrag.hierarchical"].params) == {"top_k": 5, "ef": 100, "max_level": None}
+    assert registry["tree.collapsed"].requires_for({}) == ("tree_vectors",)
+    assert registry["tree.collapsed"].requires_for({"tree": "kmeans"}) == ("tree_vectors:kmeans",)
+    archrag = registry["archrag.hierarchical"]
+    assert set(archrag.requires_for({})) == {"chnsw", "communities:archrag", "graph"}
+    assert set(archrag.requires_for({"hierarchy": "archrag-leiden"})) == {
+        "chnsw:archrag-leiden", "communities:archrag-leiden", "graph"}
+    assert dict(archrag.params) == {"top_k": 5, "ef": 100, "max_level": None, "hierarchy": "archrag"}
     assert set(registry["hygrag.retrieve"].requires) == {
         "graph", "communities:hygrag", "community_vectors:hygrag", "hygrag_node_vectors", "chunk_vectors",
         "relation_vectors"}
@@ -414,7 +418,7 @@ def test_registered_with_requirements():
     artifacts = artifact_registry()
     for name in ("tree.collapsed", "archrag.hierarchical", "hygrag.retrieve", "leanrag.lca"):
         assert registry[name].needs == ("embedding",)
-        assert set(registry[name].requires) <= set(artifacts)  # each one buildable on demand
+        assert set(registry[name].requires_for({})) <= set(artifacts)  # each one buildable on demand
     assert ScriptedChat().calls == 0  # no operator here asks the model
 
 

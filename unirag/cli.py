@@ -1,4 +1,4 @@
-"""Command-line interface (typer): init, index, query, methods, stats.
+"""Command-line interface (typer): init, index, query, methods, stats, eval, questions, export.
 
 Heavy modules are imported inside commands so ``unirag --help`` stays instant.
 Every :class:`UniragError` becomes one line on stderr and a non-zero exit.
@@ -363,6 +363,154 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
             f"prompt {usage['prompt_tokens']:>8}  completion {usage['completion_tokens']:>7}  "
             f"embed {usage['embedding_calls']:>4} calls / {usage['embedded_texts']} texts  {usage['seconds']:.1f} s"
         )
+
+
+@app.command("eval")
+@_handle_errors
+def evaluate(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="benchmark name (hotpotqa, musique, 2wiki, ...) "
+                                         "or path to a question file or folder", show_default=False)],
+    workspace: WorkspaceOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for answers.jsonl, summary and plots",
+                                      show_default=False)],
+    methods: Annotated[str, typer.Option("--methods", help="comma-separated method names or .yaml paths, "
+                                         "or all")] = "vanilla",
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="first N questions")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="dataset format (auto: by file names and fields)")
+                   ] = "auto",
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="where benchmark names are looked up")] = None,
+    retrieve_only: Annotated[
+        bool, typer.Option("--retrieve-only", help="no answers: retrieval-level metrics only (agent operators "
+                                                   "still ask the model)")
+    ] = False,
+    extractor: Annotated[str | None, typer.Option("--extractor", help="entity extractor: llm | nlp")] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="LLM judge: pairwise,absolute,claims (any of them)")
+    ] = None,
+    judge_llm: Annotated[str | None, typer.Option("--judge-llm", help="OpenAI-compatible endpoint of the judge "
+                                                  "(default: the chat model that answers)")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="the judge's model name")] = None,
+    replicates: Annotated[int, typer.Option("--replicates", help="judgments per pair order / answer")] = 1,
+    chat_base_url: ChatUrlOpt = None,
+    chat_model: ChatModelOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer every question of a benchmark with every method; write per-question
+    rows, a summary table and plots (and, with --judge, LLM-judge verdicts, win
+    rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
+    from unirag.eval.datasets import load_dataset
+    from unirag.eval.report import write_report
+    from unirag.eval.jsonl import read_rows
+    from unirag.eval.runner import ANSWERS_FILE, EvalPlan, answer_all, latest_rows, prepare_workspace
+    from unirag.methods.spec import builtin_methods, resolve_method
+    from unirag.workspace import Workspace
+
+    names = [n.strip() for n in methods.split(",") if n.strip()]
+    specs = list(builtin_methods().values()) if names == ["all"] else [resolve_method(n) for n in names]
+    if not specs:
+        raise UniragError("--methods names no method")
+    if extractor not in (None, "llm", "nlp", "auto"):
+        raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
+    judge_modes = [m.strip() for m in (judge or "").split(",") if m.strip()]
+    from unirag.eval.judging import JUDGE_MODES
+
+    unknown = [m for m in judge_modes if m not in JUDGE_MODES]
+    if unknown:  # before any answering: a typo must not cost a whole run
+        raise UniragError(f"unknown judge mode {', '.join(unknown)} (known: {', '.join(JUDGE_MODES)})")
+    if judge_modes and retrieve_only:
+        raise UniragError("--judge needs answers: drop --retrieve-only")
+    if replicates < 1:
+        raise UniragError(f"--replicates must be at least 1, not {replicates}")
+    data = load_dataset(dataset, limit=limit, fmt=fmt, data_dir=data_dir)
+    settings = _settings(workspace, graph__extractor=extractor, chat__base_url=chat_base_url,
+                         chat__model=chat_model, concurrency=concurrency)
+    warn = lambda message: _err(f"warning: {message}")  # noqa: E731
+    progress = _show_progress(quiet or as_json)
+    ws = Workspace.init(workspace)
+    try:
+        stack = _stack(settings, ws)
+        prepared = prepare_workspace(ws, settings, stack, data, specs, progress, warn)
+        if prepared["built"]:
+            _err(f"built what the methods need: {', '.join(prepared['built'])}")
+        plan = EvalPlan(data, specs, out, generate=not retrieve_only)
+        done = answer_all(ws, settings, stack, plan, progress, warn)
+        wanted = [spec.name for spec in specs]
+        question_ids = {q.id for q in data.questions}
+        latest = [row for row in latest_rows(read_rows(out / ANSWERS_FILE)[0]).values()
+                  if row["method"] in wanted and row["question_id"] in question_ids]
+        judged: dict[str, Any] = {}
+        if judge_modes:
+            from unirag.eval.judging import ask_judge, judge_report
+            from unirag.llm.factory import build_stack
+
+            judge_settings = settings.model_copy(update={"chat": settings.chat.model_copy(update={
+                key: value for key, value in (("base_url", judge_llm), ("model", judge_model)) if value})})
+            judge_chat = build_stack(judge_settings, ws.cache()).chat
+            if judge_settings.chat.resolved_provider == "embedded":
+                warn("the judge is the embedded SmolLM2-135M: its verdicts prove the pipeline, not the methods; "
+                     "give --judge-llm and --judge-model for a real judge")
+            ask_judge(judge_chat, latest, judge_modes, out, replicates, settings.concurrency, progress,
+                      judge_settings.chat.context_window)
+            judged = judge_report(out, wanted)
+    finally:
+        ws.close()
+    report = write_report(latest, out, f"{data.name}: {len(data.questions)} questions", judged.get("columns", {}))
+    result = {"dataset": data.name, "questions": len(data.questions), "methods": wanted,
+              "answered": done.done, "kept": done.skipped, "failed": done.failed,
+              "files": report["files"] + judged.get("files", []), "summary": report["summaries"],
+              "judge": {k: v for k, v in judged.items() if k not in ("files", "columns")}}
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+        return
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    print(f"{done.done} answered, {done.skipped} kept from before, {done.failed} failed; files in {out}")
+
+
+@app.command("questions")
+@_handle_errors
+def abstract_questions(
+    workspace: WorkspaceOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="directory for Question.jsonl + Corpus.jsonl",
+                                      show_default=False)],
+    users: Annotated[int, typer.Option("--users", "-K", help="K personas")] = 5,
+    tasks: Annotated[int, typer.Option("--tasks", "-N", help="N tasks per persona")] = 5,
+    per_task: Annotated[int, typer.Option("--questions", "-M", help="M questions per (persona, task)")] = 5,
+    sample: Annotated[int, typer.Option("--sample", help="chunks sampled to describe the corpus")] = 20,
+    chat_base_url: ChatUrlOpt = None,
+    chat_model: ChatModelOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+) -> None:
+    """Write K x N x M abstract (sensemaking) questions about the workspace's corpus
+    (GraphRAG Algorithm 1) as a dataset 'unirag eval --judge' can run on."""
+    from unirag.eval.questions import generate_questions, sample_texts
+    from unirag.workspace import Workspace
+
+    settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)
+    ws = Workspace.open(workspace)
+    try:
+        chunks = list(ws.iter_chunks())
+        if not chunks:
+            raise SourceError(f"{workspace} has no corpus: index documents first")
+        texts = sample_texts([c.text for c in chunks], sample)
+        generated = generate_questions(_stack(settings, ws).chat, texts, users, tasks, per_task,
+                                       concurrency=settings.concurrency, progress=_show_progress(quiet),
+                                       encoding=settings.chunking.encoding)
+    finally:
+        ws.close()
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "Question.jsonl", "w", encoding="utf-8") as handle:
+        for q in generated:
+            handle.write(json.dumps({"id": q.id, "question": q.question, "kind": "abstract", "user": q.user,
+                                     "task": q.task}, ensure_ascii=False) + "\n")
+    with open(out / "Corpus.jsonl", "w", encoding="utf-8") as handle:  # the dataset's passages: the corpus asked
+        for chunk in chunks:
+            handle.write(json.dumps({"title": chunk.title, "text": chunk.text}, ensure_ascii=False) + "\n")
+    for note in generated.notes:
+        _err(f"note: {note}")
+    print(f"{len(generated)} of {users * tasks * per_task} questions ({len(generated.users)} users) in "
+          f"{out / 'Question.jsonl'}; run: unirag eval -d {out} -w {workspace} --judge pairwise ...")
 
 
 @app.command()

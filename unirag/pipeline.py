@@ -7,7 +7,7 @@ function. Usage is charged to named stages and stored in the workspace.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from unirag.index.artifacts import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
 from unirag.progress import Progress
+from unirag.text.types import Document
 from unirag.workspace import Workspace
 
 
@@ -58,13 +59,15 @@ def run_index(
     rebuild: bool = False,
     graphs: list[str] | None = None,
     artifacts: list[str] | None = None,
+    documents: Iterable[Document] | None = None,
 ) -> IndexReport:
     """Add the sources to the workspace and bring the chunk artifacts, the
     requested graphs (default: ``graph.graphs``) and ``artifacts`` (names or
     aliases of :mod:`unirag.index.artifacts`) up to date.
 
     ``rebuild`` re-chunks from scratch, but only once a first batch of the new
-    sources has loaded: a mistyped path never wipes the corpus.
+    sources has loaded: a mistyped path never wipes the corpus. ``documents``
+    (already loaded, e.g. a benchmark's passages) are added like sources.
     """
     progress = progress or Progress()
     ledger = UsageLedger()
@@ -74,8 +77,8 @@ def run_index(
     with workspace.writing():
         try:
             tick = time.perf_counter()
-            if sources or rebuild:
-                report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild)
+            if sources or rebuild or documents is not None:
+                report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild, documents)
             else:  # build on the corpus already stored
                 report = IngestReport()
                 if not workspace.chunk_ids():

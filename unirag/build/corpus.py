@@ -7,7 +7,7 @@ recognised by their content-hash id and skipped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,8 +58,12 @@ def ingest(
     progress: Progress | None = None,
     warn: Callable[[str], None] | None = None,
     rebuild: bool = False,
+    documents: Iterable[Document] | None = None,
 ) -> IngestReport:
     """Append the sources' new documents; ``rebuild`` replaces the corpus instead.
+
+    ``documents`` are already-loaded passages (a benchmark's corpus from
+    :meth:`unirag.eval.datasets.Dataset.documents`) taken instead of ``sources``.
 
     With ``rebuild`` the old corpus is cleared just before the first batch is
     written, so sources that yield nothing leave it untouched.
@@ -93,9 +97,10 @@ def ingest(
         pending.clear()
 
     with progress.task("loading and chunking documents") as advance:
-        for doc in load_documents(
+        loaded = documents if documents is not None else load_documents(
             sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
-        ):
+        )
+        for doc in loaded:
             report.documents_seen += 1
             advance(1)
             doc_id = doc.id

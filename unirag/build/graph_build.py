@@ -129,12 +129,18 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
 
 
 def build_tree_artifact(
-    workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress
+    workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress,
+    name: str = "tree", preset: dict[str, Any] | None = None,
 ) -> bool:
-    """RAPTOR tree over the chunk vectors; returns False when up to date."""
+    """RAPTOR tree ``name`` over the chunk vectors; returns False when up to date.
+
+    ``preset`` fixes tree settings for a variant built beside the default tree
+    (``tree:kmeans`` is the survey's RAPTOR-K: K-means instead of the Gaussian
+    mixture); it wins over ``graph.tree`` for the keys it names.
+    """
     from unirag.build.tree import TreeConfig, build_tree
 
-    ts = settings.graph.tree
+    ts = settings.graph.tree.model_copy(update=preset or {})
     config = TreeConfig(
         method=ts.method, max_layers=ts.max_layers, min_layer_size=ts.min_layer_size, threshold=ts.threshold,
         cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens,
@@ -145,18 +151,18 @@ def build_tree_artifact(
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
     inputs = config_hash({"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(),
                           "chat": chat.name if chat is not None else "extractive"})
-    entry = workspace.manifest_entry("tree")
+    entry = workspace.manifest_entry(name)
     if entry and entry.get("inputs") == inputs:
         return False
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
     result = build_tree(leaves, chat, models.embedder, config, settings.concurrency, progress,
                         settings.chat.temperature)
-    store.save_tree((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes)
+    store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name)
     layers: dict[int, int] = {}
     for node in result.nodes:
         layers[node.layer] = layers.get(node.layer, 0) + 1
-    workspace.set_manifest_entry("tree", {
+    workspace.set_manifest_entry(name, {
         "config": ts.model_dump(), "inputs": inputs, "count": len(result.nodes),
         "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats,
     })

@@ -36,10 +36,13 @@ CREATE TABLE IF NOT EXISTS claims (
     chunk_ids TEXT
 );
 CREATE TABLE IF NOT EXISTS chunk_links (kind TEXT, a TEXT, b TEXT, shared INTEGER, PRIMARY KEY (kind, a, b));
-CREATE TABLE IF NOT EXISTS tree_nodes (
-    id TEXT PRIMARY KEY, layer INTEGER, text TEXT, children TEXT, vector BLOB
-);
 """
+_TREE_TABLE = """CREATE TABLE IF NOT EXISTS tree_nodes (
+    tree TEXT NOT NULL DEFAULT 'tree', id TEXT, layer INTEGER, text TEXT, children TEXT, vector BLOB,
+    PRIMARY KEY (tree, id)
+)"""
+
+DEFAULT_TREE = "tree"
 
 
 class GraphStore:
@@ -49,6 +52,27 @@ class GraphStore:
         self.workspace = workspace
         self.db = workspace.db
         self.db.executescript(_SCHEMA)
+        self._migrate_tree_nodes()
+        self.db.execute(_TREE_TABLE)
+
+    def _migrate_tree_nodes(self) -> None:
+        """Workspaces from before tree variants (RAPTOR-K beside RAPTOR) kept one
+        tree in ``tree_nodes`` keyed by node id; move it under the default tree name."""
+        columns = [row[1] for row in self.db.execute("PRAGMA table_info(tree_nodes)")]
+        if not columns or "tree" in columns:
+            return
+        self.db.execute("SAVEPOINT migrate_tree_nodes")  # DDL included: all or nothing
+        try:
+            self.db.execute("ALTER TABLE tree_nodes RENAME TO tree_nodes_v1")
+            self.db.execute(_TREE_TABLE)
+            self.db.execute("INSERT INTO tree_nodes SELECT ?, id, layer, text, children, vector FROM tree_nodes_v1",
+                            (DEFAULT_TREE,))
+            self.db.execute("DROP TABLE tree_nodes_v1")
+        except BaseException:
+            self.db.execute("ROLLBACK TO migrate_tree_nodes")
+            self.db.execute("RELEASE migrate_tree_nodes")
+            raise
+        self.db.execute("RELEASE migrate_tree_nodes")
 
     # -- extractions -------------------------------------------------------
     def extracted_chunk_ids(self, extractor: str) -> set[str]:
@@ -119,8 +143,10 @@ class GraphStore:
 
     def graph_counts(self) -> dict[str, int]:
         out = {}
-        for table in ("entities", "relationships", "claims", "tree_nodes"):
+        for table in ("entities", "relationships", "claims"):
             out[table] = self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        out["tree_nodes"] = self.db.execute("SELECT COUNT(*) FROM tree_nodes WHERE tree = ?",
+                                            (DEFAULT_TREE,)).fetchone()[0]
         for kind, count in self.db.execute("SELECT kind, COUNT(*) FROM chunk_links GROUP BY kind"):
             out[f"chunk_links:{kind}"] = count
         return out
@@ -145,8 +171,9 @@ class GraphStore:
                 }
         if "tree" in manifest:
             out["tree"] = {
-                "nodes": one("SELECT COUNT(*) FROM tree_nodes"),
-                "edges": one("SELECT COALESCE(SUM(json_array_length(children)), 0) FROM tree_nodes"),
+                "nodes": one(f"SELECT COUNT(*) FROM tree_nodes WHERE tree = '{DEFAULT_TREE}'"),
+                "edges": one("SELECT COALESCE(SUM(json_array_length(children)), 0) FROM tree_nodes "
+                             f"WHERE tree = '{DEFAULT_TREE}'"),
             }
         return out
 
@@ -160,15 +187,18 @@ class GraphStore:
         return list(self.db.execute("SELECT a, b, shared FROM chunk_links WHERE kind = ?", (kind,)))
 
     # -- tree ----------------------------------------------------------------
-    def save_tree(self, nodes: Iterable[tuple[str, int, str, list[str], np.ndarray]]) -> None:
+    def save_tree(self, nodes: Iterable[tuple[str, int, str, list[str], np.ndarray]], tree: str = DEFAULT_TREE
+                  ) -> None:
+        """Replace tree ``tree`` (``tree``, or a variant such as ``tree:kmeans``) in one transaction."""
         with self.db:
-            self.db.execute("DELETE FROM tree_nodes")
+            self.db.execute("DELETE FROM tree_nodes WHERE tree = ?", (tree,))
             self.db.executemany(
-                "INSERT INTO tree_nodes VALUES (?, ?, ?, ?, ?)",
-                [(nid, layer, text, json.dumps(children), np.asarray(vec, dtype=np.float32).tobytes())
+                "INSERT INTO tree_nodes VALUES (?, ?, ?, ?, ?, ?)",
+                [(tree, nid, layer, text, json.dumps(children), np.asarray(vec, dtype=np.float32).tobytes())
                  for nid, layer, text, children, vec in nodes],
             )
 
-    def load_tree(self) -> list[tuple[str, int, str, list[str], np.ndarray]]:
-        rows = self.db.execute("SELECT id, layer, text, children, vector FROM tree_nodes ORDER BY layer, id")
+    def load_tree(self, tree: str = DEFAULT_TREE) -> list[tuple[str, int, str, list[str], np.ndarray]]:
+        rows = self.db.execute(
+            "SELECT id, layer, text, children, vector FROM tree_nodes WHERE tree = ? ORDER BY layer, id", (tree,))
         return [(r[0], r[1], r[2], json.loads(r[3]), np.frombuffer(r[4], dtype=np.float32)) for r in rows]

@@ -30,6 +30,34 @@ from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
 
+# Variants built beside a default artifact, for the papers' ablations. Each is the
+# base builder with a preset that wins over the user's settings for the keys it
+# names; they are built when a method (or ``--index NAME``) asks, never by ``all``.
+HIERARCHY_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    # ArchRAG ablations (paper 000, "Ablation study"): "Spec.", "Spec. (No Aug)", "Leiden".
+    "archrag-spectral": ("archrag", {"clustering": "spectral"}),
+    "archrag-spectral-noaug": ("archrag", {"clustering": "spectral", "augment": "none"}),
+    "archrag-leiden": ("archrag", {"augment": "none", "edge_weight": "relation"}),
+}
+TREE_VARIANTS: dict[str, dict[str, Any]] = {
+    "kmeans": {"method": "kmeans"},  # RAPTOR-K (survey §7, Table 6): K-means instead of GMM
+}
+
+
+def hierarchy_base(name: str) -> str:
+    """The builder a hierarchy (or hierarchy variant) uses: ``archrag-spectral`` -> ``archrag``."""
+    return HIERARCHY_VARIANTS[name][0] if name in HIERARCHY_VARIANTS else name
+
+
+def chnsw_name(hierarchy: str) -> str:
+    """The C-HNSW artifact over ``hierarchy``: ``chnsw`` for ArchRAG's own, ``chnsw:<variant>`` else."""
+    return "chnsw" if hierarchy == "archrag" else f"chnsw:{hierarchy}"
+
+
+def tree_names(tree: str) -> tuple[str, str]:
+    """(tree artifact, tree vector artifact) of a tree variant; ``""`` is the default tree."""
+    return ("tree", "tree_vectors") if tree in ("", "tree") else (f"tree:{tree}", f"tree_vectors:{tree}")
+
 
 @dataclass
 class BuildContext:
@@ -62,6 +90,7 @@ class ArtifactSpec:
     summary: str
     requires: tuple[str, ...]
     build: Callable[[BuildContext], bool]  # True when (re)built, False when up to date
+    variant: bool = False  # an ablation's artifact: built on request, not by ``all``
 
 
 # -- builders ---------------------------------------------------------------------
@@ -100,10 +129,14 @@ def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
     return build
 
 
-def _tree(ctx: BuildContext) -> bool:
-    from unirag.build.graph_build import build_tree_artifact
+def _tree(variant: str) -> Callable[[BuildContext], bool]:
+    def build(ctx: BuildContext) -> bool:
+        from unirag.build.graph_build import build_tree_artifact
 
-    return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress)
+        return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress,
+                                   name=tree_names(variant)[0], preset=TREE_VARIANTS.get(variant))
+
+    return build
 
 
 def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
@@ -135,23 +168,29 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
     return build
 
 
-def _tree_vectors(ctx: BuildContext) -> bool:
-    from unirag.index.vector_artifacts import index_given_vectors
+def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
+    def build(ctx: BuildContext) -> bool:
+        from unirag.index.vector_artifacts import index_given_vectors
 
-    inputs = config_hash(ctx.inputs_of("tree"))
-    entry = ctx.workspace.manifest_entry("tree_vectors")
-    if entry and entry.get("inputs") == inputs and ctx.workspace.artifact_path("tree_vectors.hnsw").exists():
-        return False
-    nodes = ctx.store.load_tree()
-    vectors = np.stack([node[4] for node in nodes]) if nodes else np.zeros((0, 1), np.float32)
-    model = (ctx.workspace.manifest_entry("chunk_vectors") or {}).get("config", {}).get("model", "")
-    return index_given_vectors(ctx.workspace, "tree_vectors", "tree_vectors", [n[0] for n in nodes], vectors,
-                               inputs, model, ctx.progress)
+        tree, key = tree_names(variant)
+        stem = key.replace(":", ".")
+        inputs = config_hash(ctx.inputs_of(tree))
+        entry = ctx.workspace.manifest_entry(key)
+        if entry and entry.get("inputs") == inputs and ctx.workspace.artifact_path(f"{stem}.hnsw").exists():
+            return False
+        nodes = ctx.store.load_tree(tree)
+        vectors = np.stack([node[4] for node in nodes]) if nodes else np.zeros((0, 1), np.float32)
+        model = (ctx.workspace.manifest_entry("chunk_vectors") or {}).get("config", {}).get("model", "")
+        return index_given_vectors(ctx.workspace, key, stem, [n[0] for n in nodes], vectors, inputs, model,
+                                   ctx.progress)
+
+    return build
 
 
-def hierarchy_config(settings: Settings, name: str, config_cls: type) -> Any:
-    """The builder's config dataclass with ``index.<name>`` overrides applied."""
-    overrides = dict(getattr(settings.index, name))
+def hierarchy_config(settings: Settings, name: str, config_cls: type, preset: dict[str, Any] | None = None) -> Any:
+    """The builder's config dataclass with ``index.<name>`` overrides applied, then a
+    variant's ``preset`` (which must win: an ablation that a setting could undo is none)."""
+    overrides = {**getattr(settings.index, name), **(preset or {})}
     known = {f.name for f in fields(config_cls)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -191,30 +230,30 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     return to_entity_graph(merged, vectors)
 
 
-def _run_graphrag(ctx: BuildContext) -> tuple[Any, Any]:
+def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.graphrag_communities import (
         GraphragCommunityConfig,
         build_graphrag_communities,
     )
 
-    config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig)
+    config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
     return config, lambda: build_graphrag_communities(
         _load_entity_graph(ctx, with_vectors=False), summary_chat(ctx), config, ctx.settings.concurrency,
         ctx.progress, ctx.settings.chat.temperature,
     )
 
 
-def _run_archrag(ctx: BuildContext) -> tuple[Any, Any]:
+def _run_archrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.archrag import ArchragConfig, build_archrag_communities
 
-    config = hierarchy_config(ctx.settings, "archrag", ArchragConfig)
+    config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
     return config, lambda: build_archrag_communities(
         _load_entity_graph(ctx, with_vectors=True), summary_chat(ctx), ctx.models.embedder, config,
         ctx.settings.concurrency, ctx.progress, ctx.settings.chat.temperature,
     )
 
 
-def _run_hygrag(ctx: BuildContext) -> tuple[Any, Any]:
+def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.hygrag import (
         HygragConfig,
         build_hygrag_index,
@@ -223,7 +262,7 @@ def _run_hygrag(ctx: BuildContext) -> tuple[Any, Any]:
     )
     from unirag.index.vector_artifacts import index_given_vectors, load_vectors
 
-    config = hierarchy_config(ctx.settings, "hygrag", HygragConfig)
+    config = hierarchy_config(ctx.settings, "hygrag", HygragConfig, preset)
 
     def run() -> Any:
         chunk_ids, chunk_vectors = load_vectors(ctx.workspace, "chunk_vectors", "chunk_vectors")
@@ -248,10 +287,10 @@ def _run_hygrag(ctx: BuildContext) -> tuple[Any, Any]:
     return config, run
 
 
-def _run_leanrag(ctx: BuildContext) -> tuple[Any, Any]:
+def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.leanrag import LeanragConfig, build_leanrag_hierarchy
 
-    config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig)
+    config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
     return config, lambda: build_leanrag_hierarchy(
         _load_entity_graph(ctx, with_vectors=True), summary_chat(ctx), ctx.models.embedder, config,
         ctx.settings.concurrency, ctx.progress, ctx.settings.chat.temperature,
@@ -268,14 +307,25 @@ _HIERARCHY_NEEDS = {
 }
 
 
+def _renamed(result: Any, name: str) -> Any:
+    """A variant's hierarchy stored under its own name (ids stay unique per hierarchy)."""
+    from dataclasses import replace
+
+    return replace(result, hierarchy=name,
+                   communities=[replace(c, hierarchy=name) for c in result.communities],
+                   links=[replace(link, hierarchy=name) for link in result.links])
+
+
 def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
+    base = hierarchy_base(name)
+
     def build(ctx: BuildContext) -> bool:
         from unirag.index.community_store import CommunityStore
 
-        config, run = _HIERARCHY_RUNNERS[name](ctx)
+        config, run = _HIERARCHY_RUNNERS[base](ctx, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
         key = f"communities:{name}"
         inputs = config_hash({
-            "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[name]), "config": _config_dict(config),
+            "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[base]), "config": _config_dict(config),
             "chat": getattr(summary_chat(ctx), "name", "extractive"), "embedder": ctx.models.embedder.name,
         })
         entry = ctx.workspace.manifest_entry(key)
@@ -283,7 +333,7 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
             return False
         started = time.perf_counter()
         result = run()
-        CommunityStore(ctx.workspace).save(result)
+        CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
         ctx.workspace.set_manifest_entry(key, {
             "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
             "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
@@ -337,27 +387,33 @@ class CHnswConfig:
     seed: int = 0
 
 
-def _chnsw(ctx: BuildContext) -> bool:
+def _chnsw_needs(hierarchy: str) -> tuple[str, ...]:
+    return (f"communities:{hierarchy}", "entity_vectors", f"community_vectors:{hierarchy}")
+
+
+def _chnsw(hierarchy: str) -> Callable[[BuildContext], bool]:
+    return lambda ctx: _build_chnsw(ctx, hierarchy)
+
+
+def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     from unirag.index.chnsw import CHnswIndex
     from unirag.index.community_store import CommunityStore
     from unirag.index.vector_artifacts import load_vectors
 
+    key = chnsw_name(hierarchy)
     config = hierarchy_config(ctx.settings, "chnsw", CHnswConfig)
-    inputs = config_hash({
-        "needs": ctx.inputs_of("communities:archrag", "entity_vectors", "community_vectors:archrag"),
-        "config": _config_dict(config),
-    })
-    directory = ctx.workspace.artifact_path("chnsw")
-    entry = ctx.workspace.manifest_entry("chnsw")
+    inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": _config_dict(config)})
+    directory = ctx.workspace.artifact_path(key.replace(":", "."))
+    entry = ctx.workspace.manifest_entry(key)
     if entry and entry.get("inputs") == inputs and directory.exists():
         return False
     started = time.perf_counter()
     entity_ids, entity_vectors = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
-    ids, vectors = load_vectors(ctx.workspace, "community_vectors:archrag", "community_vectors.archrag")
+    ids, vectors = load_vectors(ctx.workspace, f"community_vectors:{hierarchy}", f"community_vectors.{hierarchy}")
     row = {community_id: i for i, community_id in enumerate(ids)}
     layers = [(list(entity_ids), np.asarray(entity_vectors, dtype=np.float32))]
     by_level: dict[int, list[str]] = {}
-    for community in CommunityStore(ctx.workspace).load("archrag"):
+    for community in CommunityStore(ctx.workspace).load(hierarchy):
         by_level.setdefault(community.level, []).append(community.id)
     for level in sorted(by_level):
         members = by_level[level]
@@ -365,7 +421,7 @@ def _chnsw(ctx: BuildContext) -> bool:
     with ctx.progress.task("building C-HNSW"):
         index = CHnswIndex.build(layers, m=config.m, ef_construction=config.ef_construction, seed=config.seed)
     index.save(directory)
-    ctx.workspace.set_manifest_entry("chnsw", {
+    ctx.workspace.set_manifest_entry(key, {
         "config": _config_dict(config), "inputs": inputs, "stats": index.stats(),
         "seconds": round(time.perf_counter() - started, 3),
     })
@@ -381,15 +437,21 @@ def _specs() -> list[ArtifactSpec]:
         ArtifactSpec("chunk_links:pg", "passage graph: chunks sharing >= t entities", ("graph",), _chunk_links("pg")),
         ArtifactSpec("chunk_links:hybrid", "HyGRAG hybrid graph chunk-chunk edges (> l shared entities)",
                      ("graph",), _chunk_links("hybrid")),
-        ArtifactSpec("tree", "RAPTOR tree: clustered chunk summaries", ("chunk_vectors",), _tree),
+        ArtifactSpec("tree", "RAPTOR tree: clustered chunk summaries", ("chunk_vectors",), _tree("")),
         ArtifactSpec("entity_vectors", "entity name + description embeddings + HNSW (TKG/RKG node VDB)",
                      ("graph",), _graph_texts("entity_vectors")),
         ArtifactSpec("entity_name_vectors", "entity name embeddings + HNSW (KG node VDB)", ("graph",),
                      _graph_texts("entity_name_vectors")),
         ArtifactSpec("relation_vectors", "relationship embeddings + HNSW (relationship VDB)", ("graph",),
                      _graph_texts("relation_vectors")),
-        ArtifactSpec("tree_vectors", "HNSW over every RAPTOR tree node", ("tree",), _tree_vectors),
+        ArtifactSpec("tree_vectors", "HNSW over every RAPTOR tree node", ("tree",), _tree_vectors("")),
     ]
+    for variant, preset in TREE_VARIANTS.items():
+        tree, vectors = tree_names(variant)
+        specs.append(ArtifactSpec(tree, f"RAPTOR tree variant {preset}", ("chunk_vectors",), _tree(variant),
+                                  variant=True))
+        specs.append(ArtifactSpec(vectors, f"HNSW over every node of {tree}", (tree,), _tree_vectors(variant),
+                                  variant=True))
     summaries = {
         "graphrag": "GraphRAG hierarchical Leiden communities C0..Cn with LLM reports",
         "archrag": "ArchRAG attributed communities (kNN-augmented weighted Leiden) with LLM summaries",
@@ -404,7 +466,15 @@ def _specs() -> list[ArtifactSpec]:
                               "HyGRAG structure-aware embeddings of chunks and entities (Eq. 16), built with its hierarchy",
                               ("communities:hygrag",), _hygrag_node_vectors))
     specs.append(ArtifactSpec("chnsw", "ArchRAG C-HNSW: entities + every community layer in one index",
-                              ("communities:archrag", "entity_vectors", "community_vectors:archrag"), _chnsw))
+                              _chnsw_needs("archrag"), _chnsw("archrag")))
+    for name, (base, preset) in HIERARCHY_VARIANTS.items():
+        specs.append(ArtifactSpec(f"communities:{name}", f"{summaries[base]}, variant {preset}",
+                                  _HIERARCHY_NEEDS[base], _hierarchy(name), variant=True))
+        specs.append(ArtifactSpec(f"community_vectors:{name}", f"embeddings + HNSW of {name} community summaries",
+                                  (f"communities:{name}",), _community_vectors(name), variant=True))
+        if base == "archrag":
+            specs.append(ArtifactSpec(chnsw_name(name), f"C-HNSW over entities + the {name} layers",
+                                      _chnsw_needs(name), _chnsw(name), variant=True))
     return specs
 
 
@@ -414,15 +484,15 @@ def artifact_registry() -> dict[str, ArtifactSpec]:
 
 ALIASES = {
     "kg": "graph", "tkg": "graph", "rkg": "graph", "pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid",
-    **{name: f"communities:{name}" for name in HIERARCHIES},
+    **{name: f"communities:{name}" for name in (*HIERARCHIES, *HIERARCHY_VARIANTS)},
 }
 
 
 def resolve_names(names: list[str]) -> list[str]:
-    """Aliases (kg, pg, graphrag, ...) to artifact names; ``all`` is every artifact."""
+    """Aliases (kg, pg, graphrag, ...) to artifact names; ``all`` is every artifact but the variants."""
     registry = artifact_registry()
     if names == ["all"]:
-        return list(registry)
+        return [name for name, spec in registry.items() if not spec.variant]
     out = []
     for name in names:
         resolved = ALIASES.get(name, name)

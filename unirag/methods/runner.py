@@ -54,6 +54,11 @@ class QueryResult:
         }
 
 
+def chat_seconds(ledger: UsageLedger) -> float:
+    """Seconds spent in chat-model calls (cache hits included) so far, over every stage."""
+    return sum(usage.seconds for usage in ledger.stages.values() if usage.llm_calls or usage.cache_hits)
+
+
 class MethodRunner:
     def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack) -> None:
         self.settings = settings
@@ -82,6 +87,11 @@ class MethodRunner:
                 # An element found by two operators appears once, where it was first found.
                 state.items.extend(item for item in found if (item.kind, item.id) not in seen)
             state.timings[f"operator.{position}.{call.op}"] = time.perf_counter() - tick
+        # Retrieval time, and the part of it spent waiting for the chat model (agent
+        # operators, question entities/keywords): the survey's Table 7 compares the rest.
+        state.timings["retrieval"] = sum(
+            seconds for name, seconds in state.timings.items() if name.startswith(("question.", "operator.")))
+        state.timings["retrieval.llm"] = chat_seconds(ledger)
         answer = raw = ""
         if generate:
             tick = time.perf_counter()

@@ -33,6 +33,7 @@ import numpy as np
 from unirag.errors import MethodError, WorkspaceError
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.registry import OperatorSpec
+from unirag.index.artifacts import chnsw_name, tree_names
 
 # -- shared helpers --------------------------------------------------------------
 
@@ -149,23 +150,26 @@ def _check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
 # -- tree.collapsed (RAPTOR) ------------------------------------------------------------
 
 
-def _tree_nodes(resources: Resources, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
-    """(layer, text, children) of the tree nodes ``ids`` (a primary-key lookup of the few hits)."""
+def _tree_nodes(resources: Resources, tree: str, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
+    """(layer, text, children) of the nodes ``ids`` of tree ``tree`` (a primary-key lookup of the few hits)."""
     import json
 
     from unirag.build.graph_store import GraphStore
 
     if not ids:
         return {}
-    store = loaded(resources, "graph_store", ("tree",), lambda: GraphStore(resources.workspace))
+    store = loaded(resources, "graph_store", (tree,), lambda: GraphStore(resources.workspace))
     marks = ",".join("?" * len(ids))
-    rows = store.db.execute(f"SELECT id, layer, text, children FROM tree_nodes WHERE id IN ({marks})", ids)
+    rows = store.db.execute(f"SELECT id, layer, text, children FROM tree_nodes WHERE tree = ? AND id IN ({marks})",
+                            [tree, *ids])
     return {row[0]: (int(row[1]), row[2], json.loads(row[3])) for row in rows}
 
 
-def tree_collapsed(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def tree_collapsed(state: QueryState, top_k: int = 4, tree: str = "") -> list[ContextItem]:
     """Top-k tree nodes by cosine similarity to the question over the whole
     tree at once (RAPTOR's collapsed-tree retrieval; survey §4 tree, Table 3).
+    ``tree`` picks a tree variant: ``""`` the configured tree (GMM by default),
+    ``kmeans`` the survey's RAPTOR-K tree.
 
     Reads ``state.query_vector``; searches ``tree_vectors`` (every node of
     the RAPTOR tree: leaves = chunks, summaries = clusters at layers >= 1).
@@ -177,9 +181,10 @@ def tree_collapsed(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     if query is None or top_k <= 0:
         state.chunks = {}
         return []
-    index = state.resources.vectors("tree_vectors", embedding_model=state.models.embedder.name)
+    tree_name, vectors_name = tree_names(tree)
+    index = state.resources.vectors(vectors_name, embedding_model=state.models.embedder.name)
     hits = vector_top(index, query, top_k)
-    nodes = _tree_nodes(state.resources, [node_id for node_id, _ in hits])
+    nodes = _tree_nodes(state.resources, tree_name, [node_id for node_id, _ in hits])
     leaves = [(node_id, score) for node_id, score in hits if nodes.get(node_id, (0,))[0] == 0]
     chunk_items = {item.id: item for item in state.resources.chunk_items(leaves, "tree.collapsed")}
     items: list[ContextItem] = []
@@ -199,15 +204,16 @@ def tree_collapsed(state: QueryState, top_k: int = 4) -> list[ContextItem]:
 # -- archrag.hierarchical ------------------------------------------------------------------
 
 
-def _chnsw(resources: Resources) -> Any:
+def _chnsw(resources: Resources, hierarchy: str) -> Any:
     from unirag.index.chnsw import CHnswIndex
 
-    return loaded(resources, "chnsw", ("chnsw",),
-                  lambda: CHnswIndex.load(resources.workspace.artifact_path("chnsw")))
+    key = chnsw_name(hierarchy)
+    return loaded(resources, key, (key,),
+                  lambda: CHnswIndex.load(resources.workspace.artifact_path(key.replace(":", "."))))
 
 
 def archrag_hierarchical(
-    state: QueryState, top_k: int = 5, ef: int = 100, max_level: int | None = None,
+    state: QueryState, top_k: int = 5, ef: int = 100, max_level: int | None = None, hierarchy: str = "archrag",
 ) -> list[ContextItem]:
     """The top-k nodes of every C-HNSW layer (ArchRAG "Hierarchical search",
     Algorithm 2: each layer's search starts at the inter-layer link of the
@@ -225,7 +231,10 @@ def archrag_hierarchical(
 
     Reads ``state.query_vector``; writes ``state.entities``,
     ``state.relationships`` and ``state.communities`` (every layer's, best
-    first). Requires ``chnsw``, ``communities:archrag``, ``graph``.
+    first). Requires ``chnsw``, ``communities:archrag``, ``graph``;
+    ``hierarchy`` names an ArchRAG variant instead (``archrag-spectral``,
+    ``archrag-spectral-noaug``, ``archrag-leiden``: the paper's ablations),
+    searched through its own C-HNSW.
     """
     query = question_vector(state, "archrag.hierarchical")
     if ef < 1:
@@ -235,11 +244,11 @@ def archrag_hierarchical(
         return []
     resources = state.resources
     check_model(resources, "entity_vectors", state.models.embedder.name)  # layer 0 = entity vectors
-    index = _chnsw(resources)
-    _check_dim(index.vectors, query, "chnsw")
+    index = _chnsw(resources, hierarchy)
+    _check_dim(index.vectors, query, chnsw_name(hierarchy))
     found = index.search(query, int(top_k), int(ef))
     graph = resources.graph()
-    communities = resources.communities("archrag")
+    communities = resources.communities(hierarchy)
 
     entity_hits = by_score(found.get(0, []))
     entity_scores = dict(entity_hits)
@@ -247,7 +256,7 @@ def archrag_hierarchical(
     items = with_layer(resources.entity_items(entity_hits, "archrag.hierarchical"), 0)
     items += with_layer(resources.relationship_items(rel_hits, "archrag.hierarchical"), 0)
     for item in items:  # R0 is one layer: the adaptive filter groups items by (hierarchy, level)
-        item.provenance.update(hierarchy="archrag", level=0)
+        item.provenance.update(hierarchy=hierarchy, level=0)
 
     community_hits: list[tuple[str, float]] = []
     for layer in range(1, index.n_layers):
@@ -255,7 +264,7 @@ def archrag_hierarchical(
         if max_level is not None:
             hits = [(cid, score) for cid, score in hits if communities[cid].level <= max_level]
         community_hits += hits
-        items += with_layer(resources.community_items("archrag", hits, "archrag.hierarchical"), layer)
+        items += with_layer(resources.community_items(hierarchy, hits, "archrag.hierarchical"), layer)
     state.entities = entity_scores
     state.relationships = dict(rel_hits)
     state.communities = dict(by_score(community_hits))
@@ -554,13 +563,15 @@ OPERATORS = (
     OperatorSpec(
         "tree.collapsed", "tree", tree_collapsed,
         "top-k RAPTOR tree nodes (chunks and summaries) by vector similarity (collapsed tree)",
-        requires=("tree_vectors",), needs=("embedding",), params=(("top_k", 4),),
+        needs=("embedding",), params=(("top_k", 4), ("tree", "")),
+        requires_fn=lambda params: tree_names(params["tree"])[1:],
     ),
     OperatorSpec(
         "archrag.hierarchical", "hierarchy", archrag_hierarchical,
         "ArchRAG hierarchical search on C-HNSW: top-k entities (+ their relationships) and communities per layer",
-        requires=("chnsw", "communities:archrag", "graph"), needs=("embedding",),
-        params=(("top_k", 5), ("ef", 100), ("max_level", None)),
+        requires=("communities:{hierarchy}", "graph"), needs=("embedding",),
+        params=(("top_k", 5), ("ef", 100), ("max_level", None), ("hierarchy", "archrag")),
+        requires_fn=lambda params: (chnsw_name(params["hierarchy"]),),
     ),
     OperatorSpec(
         "hygrag.retrieve", "hierarchy", hygrag_retrieve,

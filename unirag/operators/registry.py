@@ -24,12 +24,16 @@ class OperatorSpec:
     requires: tuple[str, ...] = ()  # workspace artifacts; "{param}" is filled from the call's params
     needs: tuple[str, ...] = ()  # question conversions
     params: tuple[tuple[str, Any], ...] = ()  # documented defaults
+    # Artifact names that are not a plain "{param}" fill (a variant's C-HNSW or tree):
+    # a function of the call's params, added to ``requires``.
+    requires_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
 
     def requires_for(self, params: dict[str, Any]) -> tuple[str, ...]:
         """The artifacts a call with ``params`` needs: ``"community_vectors:{hierarchy}"``
         with ``hierarchy: archrag`` is ``community_vectors:archrag``."""
         values = {**dict(self.params), **params}
-        return tuple(artifact.format(**values) for artifact in self.requires)
+        filled = tuple(artifact.format(**values) for artifact in self.requires)
+        return filled + (self.requires_fn(values) if self.requires_fn else ())
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,182 @@
+"""Summaries and plots of an evaluation run (``answers.jsonl`` rows in, files out).
+
+* ``summary.csv`` / ``summary.md``: one line per method with every metric's
+  mean over the questions that have it, the retrieval-level figures, mean
+  tokens and calls per query, and seconds per query (retrieval without the
+  chat model's share, its p50/p95, generation, total).
+* ``<metric>_vs_tokens.png``: each method's metric against its mean prompt
+  tokens (or context tokens when nothing was generated), the survey's
+  cost/quality view.
+* ``winrate_<criterion>.png``: pairwise win-rate heat maps (survey figures 6-10).
+
+Figures use matplotlib's Agg backend (files only, no display needed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
+COST_COLUMNS = ("prompt_tokens", "completion_tokens", "llm_calls")
+TIME_COLUMNS = ("retrieval_s", "retrieval_p50_s", "retrieval_p95_s", "retrieval_llm_s", "generate_s", "total_s")
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if values else None
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One summary per method, in the order methods first appear in ``rows``.
+
+    Retrieval seconds are the non-LLM part (``retrieval - retrieval_llm``): the
+    operators' own work, which the survey's Table 7 compares; the chat time of
+    agent operators is its own column.
+    """
+    by_method: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_method.setdefault(row["method"], []).append(row)
+    out = []
+    for method, method_rows in by_method.items():
+        ok = [r for r in method_rows if not r.get("error")]
+        metric_names = sorted({name for r in ok for name in r.get("metrics", {})})
+        retrieval_s = [max(0.0, r["seconds"]["retrieval"] - r["seconds"]["retrieval_llm"]) for r in ok]
+        summary: dict[str, Any] = {"method": method, "questions": len(ok),
+                                   "errors": len(method_rows) - len(ok)}
+        for name in metric_names:
+            summary[name] = _mean([r["metrics"].get(name) for r in ok])
+        for name in RETRIEVAL_COLUMNS:
+            summary[name] = _mean([r["retrieval"].get(name) for r in ok])
+        for name in COST_COLUMNS:
+            summary[name] = _mean([r["usage"].get(name) for r in ok])
+        summary.update({
+            "retrieval_s": _mean(retrieval_s), "retrieval_p50_s": _percentile(retrieval_s, 50),
+            "retrieval_p95_s": _percentile(retrieval_s, 95),
+            "retrieval_llm_s": _mean([r["seconds"]["retrieval_llm"] for r in ok]),
+            "generate_s": _mean([r["seconds"]["generate"] for r in ok]),
+            "total_s": _mean([r["seconds"]["total"] for r in ok]),
+        })
+        out.append(summary)
+    return out
+
+
+def columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """Table columns: method and counts, answer metrics, retrieval, cost, time."""
+    fixed = {"method", "questions", "errors", *RETRIEVAL_COLUMNS, *COST_COLUMNS, *TIME_COLUMNS}
+    metrics = sorted({key for s in summaries for key in s} - fixed)
+    return ["method", "questions", "errors", *metrics, *RETRIEVAL_COLUMNS, *COST_COLUMNS, *TIME_COLUMNS]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = "") -> tuple[Path, Path]:
+    """``summary.csv`` and ``summary.md`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    names = columns(summaries)
+    csv_path, md_path = out / "summary.csv", out / "summary.md"
+    with open(csv_path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(names)
+        for summary in summaries:
+            writer.writerow([_cell(summary.get(name)) for name in names])
+    lines = [f"# {title}", ""] if title else []
+    lines += ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(_cell(s.get(name)) for name in names) + " |" for s in summaries]
+    md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return csv_path, md_path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out: Path) -> Path | None:
+    """Scatter of ``metric`` against mean prompt tokens per query, one labelled point per method.
+    Falls back to context tokens when no prompt was sent (a retrieval-only run)."""
+    cost = "prompt_tokens" if any(s.get("prompt_tokens") for s in summaries) else "context_tokens"
+    points = [(s[cost], s[metric], s["method"]) for s in summaries
+              if s.get(metric) is not None and s.get(cost) is not None]
+    if not points:
+        return None
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7, 5))
+    axes.scatter([p[0] for p in points], [p[1] for p in points])
+    for x, y, label in points:
+        axes.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    axes.set_xlabel(f"mean {cost.replace('_', ' ')} per query")
+    axes.set_ylabel(metric.replace("_", " "))
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    path = out / f"{metric}_vs_tokens.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_win_rates(methods: Sequence[str], matrix: np.ndarray, criterion: str, out: Path) -> Path:
+    """Heat map of ``matrix[i][j]`` = how often method i beat method j on ``criterion``."""
+    plt = _pyplot()
+    size = max(4.0, 0.6 * len(methods) + 2)
+    figure, axes = plt.subplots(figsize=(size, size))
+    shown = np.ma.masked_invalid(np.asarray(matrix, dtype=float))
+    image = axes.imshow(shown, vmin=0.0, vmax=1.0, cmap="RdYlGn")
+    axes.set_xticks(range(len(methods)), labels=list(methods), rotation=45, ha="right")
+    axes.set_yticks(range(len(methods)), labels=list(methods))
+    for i in range(len(methods)):
+        for j in range(len(methods)):
+            if not np.ma.is_masked(shown[i, j]):
+                axes.text(j, i, f"{shown[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    axes.set_title(f"win rate (row beats column): {criterion}")
+    figure.colorbar(image, ax=axes, fraction=0.046)
+    figure.tight_layout()
+    path = out / f"winrate_{criterion}.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def headline_metrics(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """The metrics worth a cost/quality plot: answer metrics, plus the retrieval ones."""
+    names = columns(summaries)
+    start, stop = names.index("errors") + 1, names.index(RETRIEVAL_COLUMNS[0])
+    judged = ("win_", "score_", "claim")  # one plot each for the judge: its overall figures
+    answer = [name for name in names[start:stop] if not name.startswith(judged)]
+    return [*answer, *(n for n in ("win_overall", "score_overall") if n in names), "evidence_recall",
+            "answer_in_context"]
+
+
+def write_report(
+    rows: Sequence[dict[str, Any]], out: Path, title: str = "", extra: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Tables and cost/quality plots for ``rows``; ``extra`` adds per-method columns (the
+    judge's win rates and scores). Returns the summaries and the files written."""
+    summaries = summarize(rows)
+    for summary in summaries:
+        summary.update((extra or {}).get(summary["method"], {}))
+    files = [str(p) for p in write_tables(summaries, out, title)]
+    for metric in headline_metrics(summaries):
+        path = plot_metric_vs_tokens(summaries, metric, out)
+        if path is not None:
+            files.append(str(path))
+    return {"summaries": summaries, "files": files}
