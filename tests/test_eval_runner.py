@@ -27,6 +27,7 @@ from unirag.config import Settings
 from unirag.errors import ConfigError, LLMError
 from unirag.eval.datasets import Dataset, Question, load_dataset
 from unirag.eval.jsonl import read_rows
+from unirag.eval.judge import read_records
 from unirag.eval.judging import JUDGE_FILE, ask_judge, judge_report
 from unirag.eval.report import (
     TIME_COLUMNS,
@@ -165,8 +166,8 @@ def test_answer_all_writes_one_row_per_method_and_question(bench: Bench) -> None
     assert chat.calls == 9  # one generation per row
     rows = bench.rows()
     assert len(rows) == 9
-    assert [(r["method"], r["question_id"]) for r in rows] == [
-        (m, q) for m in ("vanilla", "bm25", "zeroshot") for q in ("q1", "q2", "q3")]
+    assert [(r["method"], r["question_id"]) for r in rows] == [  # question by question
+        (m, q) for q in ("q1", "q2", "q3") for m in ("vanilla", "bm25", "zeroshot")]
     count = get_tokenizer(bench.settings.chunking.encoding).count
     for row in rows:
         assert set(row) == ROW_FIELDS, row["method"]
@@ -628,6 +629,9 @@ def test_absolute_and_claims_judging_give_score_and_claim_columns(tmp_path: Path
     path.write_text(text[: last_start + 25], encoding="utf-8")  # the last claim record, cut by a kill
     assert ask_judge(judge, judged_rows(), modes=["absolute", "claims"], **args) == 1
     assert len(judge.requests) == 13
+    records, bad = read_records(path)
+    assert len(records) == added and bad == 1  # the re-asked record is readable, not glued to the cut line
+    assert ask_judge(judge, judged_rows(), modes=["absolute", "claims"], **args) == 0
     again = judge_report(tmp_path, ["long", "mid", "short"])
     assert again["unreadable_lines"] == 1 and again["columns"] == result["columns"]
 

@@ -365,6 +365,19 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
         )
 
 
+def _write_partial_report(out: Path, data: Any, specs: list[Any]) -> None:
+    """On Ctrl-C during ``eval``: the summary of the rows written so far (the run resumes later)."""
+    from unirag.eval.jsonl import read_rows
+    from unirag.eval.report import write_report
+    from unirag.eval.runner import ANSWERS_FILE, latest_rows
+
+    wanted = {spec.name for spec in specs}
+    rows = [r for r in latest_rows(read_rows(out / ANSWERS_FILE)[0]).values() if r["method"] in wanted]
+    if rows:
+        write_report(rows, out, f"{data.name}: partial run, {len({r['question_id'] for r in rows})} questions")
+        _err(f"partial summary of {len(rows)} answers written to {out / 'summary.md'}")
+
+
 @app.command("eval")
 @_handle_errors
 def evaluate(
@@ -435,7 +448,11 @@ def evaluate(
         if prepared["built"]:
             _err(f"built what the methods need: {', '.join(prepared['built'])}")
         plan = EvalPlan(data, specs, out, generate=not retrieve_only)
-        done = answer_all(ws, settings, stack, plan, progress, warn)
+        try:
+            done = answer_all(ws, settings, stack, plan, progress, warn)
+        except KeyboardInterrupt:
+            _write_partial_report(out, data, specs)
+            raise
         wanted = [spec.name for spec in specs]
         question_ids = {q.id for q in data.questions}
         latest = [row for row in latest_rows(read_rows(out / ANSWERS_FILE)[0]).values()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,19 +157,18 @@ def error_row(dataset: str, method: str, question: Question, error: BaseExceptio
             "kind": metric_kind(question), "error": f"{type(error).__name__}: {message}"}
 
 
-def pending(plan: EvalPlan, done: dict[str, dict[str, Any]]) -> Iterator[tuple[MethodSpec, list[Question]]]:
-    """Per method, the questions without a successful row yet."""
-    for spec in plan.methods:
-        todo = [q for q in plan.dataset.questions
-                if (row := done.get(row_key(spec.name, q.id))) is None or row.get("error")]
-        yield spec, todo
+def pending(plan: EvalPlan, done: dict[str, dict[str, Any]]) -> list[tuple[Question, MethodSpec]]:
+    """The (question, method) pairs without a successful row yet, question by question:
+    a run stopped early leaves every method with about as many answers."""
+    return [(question, spec) for question in plan.dataset.questions for spec in plan.methods
+            if (row := done.get(row_key(spec.name, question.id))) is None or row.get("error")]
 
 
 def answer_all(
     workspace: Workspace, settings: Settings, stack: ModelStack, plan: EvalPlan, progress: Progress,
     warn: Callable[[str], None],
 ) -> EvalProgress:
-    """Answer every pending (method, question), appending one row each to ``answers.jsonl``.
+    """Answer every pending (question, method), appending one row each to ``answers.jsonl``.
 
     A failure of one question (the model gave up after its retries, a malformed
     artifact) is written as an error row and the run goes on; Ctrl-C stops it,
@@ -184,27 +183,23 @@ def answer_all(
     runner = MethodRunner(workspace, settings, stack)
     passages = PassageLookup(workspace)
     count = get_tokenizer(settings.chunking.encoding).count
-    report = EvalProgress()
+    todo = pending(plan, done)
+    report = EvalProgress(skipped=len(plan.dataset.questions) * len(plan.methods) - len(todo))
     end_cut_line(path)
-    with open(path, "a", encoding="utf-8") as out:
-        for spec, todo in pending(plan, done):
-            report.skipped += len(plan.dataset.questions) - len(todo)
-            if not todo:
-                continue
-            with progress.task(f"{spec.name}: answering", total=len(todo)) as advance:
-                for question in todo:
-                    try:
-                        result = runner.run(spec, question.question, generate=plan.generate)
-                        row = answer_row(plan.dataset.name, question, result, passages, count, plan.generate)
-                        report.done += 1
-                    except UniragError as exc:
-                        row = error_row(plan.dataset.name, spec.name, question, exc)
-                        report.failed += 1
-                        report.errors.append(f"{spec.name} / {question.id}: {row['error']}")
-                        warn(f"{spec.name} on {question.id}: {row['error']}")
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    out.flush()
-                    advance(1)
+    with open(path, "a", encoding="utf-8") as out, progress.task("answering", total=len(todo)) as advance:
+        for question, spec in todo:
+            try:
+                result = runner.run(spec, question.question, generate=plan.generate)
+                row = answer_row(plan.dataset.name, question, result, passages, count, plan.generate)
+                report.done += 1
+            except UniragError as exc:
+                row = error_row(plan.dataset.name, spec.name, question, exc)
+                report.failed += 1
+                report.errors.append(f"{spec.name} / {question.id}: {row['error']}")
+                warn(f"{spec.name} on {question.id}: {row['error']}")
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            advance(1)
     return report
 
 
