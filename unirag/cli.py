@@ -414,8 +414,9 @@ def evaluate(
     rows, a summary table and plots (and, with --judge, LLM-judge verdicts, win
     rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
     from unirag.eval.datasets import load_dataset
-    from unirag.eval.report import write_report
+    from unirag.eval.judging import JUDGE_MODES
     from unirag.eval.jsonl import read_rows
+    from unirag.eval.report import write_report
     from unirag.eval.runner import ANSWERS_FILE, EvalPlan, answer_all, latest_rows, prepare_workspace
     from unirag.methods.spec import builtin_methods, resolve_method
     from unirag.workspace import Workspace
@@ -427,8 +428,6 @@ def evaluate(
     if extractor not in (None, "llm", "nlp", "auto"):
         raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
     judge_modes = [m.strip() for m in (judge or "").split(",") if m.strip()]
-    from unirag.eval.judging import JUDGE_MODES
-
     unknown = [m for m in judge_modes if m not in JUDGE_MODES]
     if unknown:  # before any answering: a typo must not cost a whole run
         raise UniragError(f"unknown judge mode {', '.join(unknown)} (known: {', '.join(JUDGE_MODES)})")
@@ -459,18 +458,10 @@ def evaluate(
                   if row["method"] in wanted and row["question_id"] in question_ids]
         judged: dict[str, Any] = {}
         if judge_modes:
-            from unirag.eval.judging import ask_judge, judge_report
-            from unirag.llm.factory import build_stack
+            from unirag.eval.judging import judge_answers
 
-            judge_settings = settings.model_copy(update={"chat": settings.chat.model_copy(update={
-                key: value for key, value in (("base_url", judge_llm), ("model", judge_model)) if value})})
-            judge_chat = build_stack(judge_settings, ws.cache()).chat
-            if judge_settings.chat.resolved_provider == "embedded":
-                warn("the judge is the embedded SmolLM2-135M: its verdicts prove the pipeline, not the methods; "
-                     "give --judge-llm and --judge-model for a real judge")
-            ask_judge(judge_chat, latest, judge_modes, out, replicates, settings.concurrency, progress,
-                      judge_settings.chat.context_window)
-            judged = judge_report(out, wanted)
+            judged = judge_answers(settings, ws.cache(), latest, judge_modes, out, wanted, base_url=judge_llm,
+                                   model=judge_model, replicates=replicates, progress=progress, warn=warn)
     finally:
         ws.close()
     report = write_report(latest, out, f"{data.name}: {len(data.questions)} questions", judged.get("columns", {}))

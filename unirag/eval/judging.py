@@ -16,7 +16,7 @@ calls: they are in the response cache, so the rerun gets them for free.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,25 @@ def ask_judge(
         claims = extract_claims(chat, items, concurrency=concurrency, progress=progress, done=done)
         added += append_rows(path, claims)
     return added
+
+
+def judge_answers(
+    settings: Any, cache: Any, rows: Sequence[dict[str, Any]], modes: Sequence[str], out: Path,
+    methods: Sequence[str], *, base_url: str | None, model: str | None, replicates: int, progress: Progress,
+    warn: Callable[[str], None],
+) -> dict[str, Any]:
+    """Judge an eval run's answers with the chat model of ``settings`` (or the endpoint and
+    model given), through the workspace's cache, and aggregate ``judge.jsonl``."""
+    from unirag.llm.factory import build_stack
+
+    chosen = {key: value for key, value in (("base_url", base_url), ("model", model)) if value}
+    judge_settings = settings.model_copy(update={"chat": settings.chat.model_copy(update=chosen)})
+    if judge_settings.chat.resolved_provider == "embedded":
+        warn("the judge is the embedded SmolLM2-135M: its verdicts prove the pipeline, not the methods; "
+             "give --judge-llm and --judge-model for a real judge")
+    chat = build_stack(judge_settings, cache).chat
+    ask_judge(chat, rows, modes, out, replicates, settings.concurrency, progress, judge_settings.chat.context_window)
+    return judge_report(out, methods)
 
 
 def _finite(value: float) -> float | None:
