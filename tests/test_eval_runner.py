@@ -80,7 +80,7 @@ BM25_RECALL = {"q1": 1.0, "q2": 1.0, "q3": 0.5}
 # the scripted answer is the first passage's title: right for q1 and q3, wrong for q2
 BM25_ACCURACY = {"q1": 1.0, "q2": 0.0, "q3": 1.0}
 ROW_FIELDS = {"dataset", "method", "question_id", "question", "kind", "gold", "answer", "metrics", "retrieval",
-              "usage", "seconds", "context", "error"}
+              "usage", "seconds", "context", "error", "cold"}
 
 
 def write_dataset(root: Path, questions: list[dict[str, Any]] = QUESTIONS) -> Path:
@@ -448,6 +448,19 @@ HAND_ROWS = [
     hand_row("b", "q1", 0.5, 1.0, 0.1, 0.3),               # chat time above retrieval: clamped to 0
     hand_row("b", "q2", None, 1.0, 0.2, 0.0),              # no answer metrics (retrieve-only row)
 ]
+
+
+def test_percentiles_leave_out_each_methods_cold_query() -> None:
+    """The first query of a method in a process also loads its indices: p50/p95 are over the
+    warm ones, and the cold ones are averaged apart."""
+    rows = [dict(row, cold=(i == 0)) for i, row in enumerate(r for r in HAND_ROWS if r["method"] == "a"
+                                                              and not r.get("error"))]
+    rows[0] = dict(rows[0], seconds=dict(rows[0]["seconds"], retrieval=5.0, retrieval_llm=0.0))
+    (a,) = summarize(rows)
+    warm = sorted(max(0.0, r["seconds"]["retrieval"] - r["seconds"]["retrieval_llm"]) for r in rows[1:])
+    assert a["retrieval_cold_s"] == pytest.approx(5.0)
+    assert a["retrieval_p50_s"] == pytest.approx(float(np.percentile(warm, 50)))
+    assert a["retrieval_p95_s"] < 5.0
 
 
 def test_summarize_means_errors_and_retrieval_seconds() -> None:

@@ -186,11 +186,14 @@ def answer_all(
     todo = pending(plan, done)
     report = EvalProgress(skipped=len(plan.dataset.questions) * len(plan.methods) - len(todo))
     end_cut_line(path)
+    warm: set[str] = set()  # methods that already answered in this process (their indices are loaded)
     with open(path, "a", encoding="utf-8") as out, progress.task("answering", total=len(todo)) as advance:
         for question, spec in todo:
             try:
                 result = runner.run(spec, question.question, generate=plan.generate)
                 row = answer_row(plan.dataset.name, question, result, passages, count, plan.generate)
+                row["cold"] = spec.name not in warm  # its retrieval time includes loading indices
+                warm.add(spec.name)
                 report.done += 1
             except UniragError as exc:
                 row = error_row(plan.dataset.name, spec.name, question, exc)

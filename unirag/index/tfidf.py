@@ -9,6 +9,7 @@ chunks.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,11 @@ class TfidfIndex:
         if not fitted["vocabulary"]:
             return cls(None, matrix, ids)
         vectorizer = cls._vectorizer_for(fitted["vocabulary"])
-        vectorizer.fit(["placeholder"])  # sets the fitted state; idf is replaced below
+        with warnings.catch_warnings():
+            # The fitted vocabulary is lowercase, but str.lower() leaves a few Unicode letters
+            # (e.g. titlecase digraphs) that sklearn's check flags; they were fitted that way.
+            warnings.filterwarnings("ignore", message="Upper case characters found in vocabulary")
+            vectorizer.fit(["placeholder"])  # sets the fitted state; idf is replaced below
         vectorizer.idf_ = np.asarray(fitted["idf"], dtype=np.float32)
         return cls(vectorizer, matrix, ids)
 
