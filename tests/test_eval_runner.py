@@ -203,7 +203,7 @@ def test_answer_all_writes_one_row_per_method_and_question(bench: Bench) -> None
 
         zeroshot = by[("zeroshot", qid)]
         assert zeroshot["answer"] == "scripted answer" and zeroshot["context"] == []
-        assert zeroshot["retrieval"]["evidence_recall"] == 0.0
+        assert zeroshot["retrieval"]["evidence_recall"] is None  # no passage to count, not a miss
         assert zeroshot["retrieval"]["answer_in_context"] == 0.0
         assert zeroshot["retrieval"]["context_tokens"] == 0
         assert zeroshot["metrics"]["accuracy"] == 0.0

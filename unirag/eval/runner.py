@@ -107,6 +107,9 @@ class PassageLookup:
         return {doc for doc, _ in found}, {title for _, title in found if title}
 
 
+PASSAGE_KINDS = ("chunk", "entity", "relationship")  # items that lead back to passages
+
+
 def context_text(result: QueryResult) -> str:
     return "\n".join(item.text for item in result.context)
 
@@ -120,6 +123,8 @@ def answer_row(
     doc_ids, titles = passages.passages(result.context)
     recall = (evidence_recall(sorted(doc_ids), question.evidence_ids) if question.evidence_ids
               else evidence_recall(sorted(titles), question.evidence))
+    if not any(item.kind in PASSAGE_KINDS for item in result.context):
+        recall = None  # no context, or only reports, summaries, paths: no passage to count (not a 0)
     kind = metric_kind(question)
     metrics: dict[str, float] = {}
     if generated:
