@@ -45,6 +45,10 @@ def _err(message: str) -> None:
     print(f"unirag: {message}", file=sys.stderr)
 
 
+def _warn(message: str) -> None:
+    _err(f"warning: {message}")
+
+
 def _handle_errors(fn: F) -> F:
     """One line on stderr and a non-zero exit for user-facing errors."""
 
@@ -181,7 +185,7 @@ def index(
     try:
         report = run_index(
             ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
-            _show_progress(quiet), warn=lambda m: _err(f"warning: {m}"), rebuild=rebuild, graphs=graphs,
+            _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=graphs,
             artifacts=artifacts,
         )
     finally:
@@ -367,12 +371,10 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 
 def _write_partial_report(out: Path, data: Any, specs: list[Any]) -> None:
     """On Ctrl-C during ``eval``: the summary of the rows written so far (the run resumes later)."""
-    from unirag.eval.jsonl import read_rows
     from unirag.eval.report import write_report
-    from unirag.eval.runner import ANSWERS_FILE, latest_rows
+    from unirag.eval.runner import run_rows
 
-    wanted = {spec.name for spec in specs}
-    rows = [r for r in latest_rows(read_rows(out / ANSWERS_FILE)[0]).values() if r["method"] in wanted]
+    rows = run_rows(out, {spec.name for spec in specs})
     if rows:
         write_report(rows, out, f"{data.name}: partial run, {len({r['question_id'] for r in rows})} questions")
         _err(f"partial summary of {len(rows)} answers written to {out / 'summary.md'}")
@@ -415,9 +417,8 @@ def evaluate(
     rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
     from unirag.eval.datasets import load_dataset
     from unirag.eval.judging import JUDGE_MODES
-    from unirag.eval.jsonl import read_rows
     from unirag.eval.report import write_report
-    from unirag.eval.runner import ANSWERS_FILE, EvalPlan, answer_all, latest_rows, prepare_workspace
+    from unirag.eval.runner import EvalPlan, answer_all, prepare_workspace, run_rows
     from unirag.methods.spec import builtin_methods, resolve_method
     from unirag.workspace import Workspace
 
@@ -438,30 +439,27 @@ def evaluate(
     data = load_dataset(dataset, limit=limit, fmt=fmt, data_dir=data_dir)
     settings = _settings(workspace, graph__extractor=extractor, chat__base_url=chat_base_url,
                          chat__model=chat_model, concurrency=concurrency)
-    warn = lambda message: _err(f"warning: {message}")  # noqa: E731
     progress = _show_progress(quiet or as_json)
     ws = Workspace.init(workspace)
     try:
         stack = _stack(settings, ws)
-        prepared = prepare_workspace(ws, settings, stack, data, specs, progress, warn)
+        prepared = prepare_workspace(ws, settings, stack, data, specs, progress, _warn)
         if prepared["built"]:
             _err(f"built what the methods need: {', '.join(prepared['built'])}")
         plan = EvalPlan(data, specs, out, generate=not retrieve_only)
         try:
-            done = answer_all(ws, settings, stack, plan, progress, warn)
+            done = answer_all(ws, settings, stack, plan, progress, _warn)
         except KeyboardInterrupt:
             _write_partial_report(out, data, specs)
             raise
         wanted = [spec.name for spec in specs]
-        question_ids = {q.id for q in data.questions}
-        latest = [row for row in latest_rows(read_rows(out / ANSWERS_FILE)[0]).values()
-                  if row["method"] in wanted and row["question_id"] in question_ids]
+        latest = run_rows(out, set(wanted), {q.id for q in data.questions})
         judged: dict[str, Any] = {}
         if judge_modes:
             from unirag.eval.judging import judge_answers
 
             judged = judge_answers(settings, ws.cache(), latest, judge_modes, out, wanted, base_url=judge_llm,
-                                   model=judge_model, replicates=replicates, progress=progress, warn=warn)
+                                   model=judge_model, replicates=replicates, progress=progress, warn=_warn)
     finally:
         ws.close()
     report = write_report(latest, out, f"{data.name}: {len(data.questions)} questions", judged.get("columns", {}))
@@ -509,12 +507,10 @@ def abstract_questions(
         ws.close()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "Question.jsonl", "w", encoding="utf-8") as handle:
-        for q in generated:
-            handle.write(json.dumps({"id": q.id, "question": q.question, "kind": "abstract", "user": q.user,
-                                     "task": q.task}, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps({"id": q.id, "question": q.question, "kind": "abstract", "user": q.user,
+                                      "task": q.task}, ensure_ascii=False) + "\n" for q in generated)
     with open(out / "Corpus.jsonl", "w", encoding="utf-8") as handle:  # the dataset's passages: the corpus asked
-        for chunk in chunks:
-            handle.write(json.dumps({"title": chunk.title, "text": chunk.text}, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps({"title": c.title, "text": c.text}, ensure_ascii=False) + "\n" for c in chunks)
     for note in generated.notes:
         _err(f"note: {note}")
     print(f"{len(generated)} of {users * tasks * per_task} questions ({len(generated.users)} users) in "

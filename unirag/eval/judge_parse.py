@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +210,22 @@ def _prose_overall(body: str) -> str | None:
     return named.pop() if len(named) == 1 else None
 
 
+def _read_criteria(
+    body: str, criteria: Sequence[str], decide: Callable[[Any], Decision], parse_line: Callable[[str], Any],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, str], dict[str, Decision]]:
+    """The reply's JSON mapping, its values and ``Criterion: ...`` lines per criterion, and one
+    decision per criterion: from the JSON where it names the criterion, else from its line.
+    Shared by the pairwise and the absolute judge, which differ only in how a value is read."""
+    mapping = _as_mapping(reply_json(body)) or {}
+    values = criteria_values(mapping, criteria)
+    out = {c: decide(values[c]) if c in values else Decision(None) for c in criteria}
+    lines = _criterion_lines(body, criteria)
+    for criterion in criteria:
+        if out[criterion].value is None and criterion in lines:
+            out[criterion] = Decision(parse_line(lines[criterion]), out[criterion].reason)
+    return mapping, values, lines, out
+
+
 def parse_pairwise(text: str, criteria: Sequence[str]) -> dict[str, Decision]:
     """Criterion -> the position it prefers ("1", "2", "tie") or None, with the reason given.
 
@@ -217,13 +233,7 @@ def parse_pairwise(text: str, criteria: Sequence[str]) -> dict[str, Decision]:
     better, is read as the overall verdict only.
     """
     body = strip_think(text)
-    mapping = _as_mapping(reply_json(body)) or {}
-    values = criteria_values(mapping, criteria)
-    out = {c: _pair_decision(values[c]) if c in values else Decision(None) for c in criteria}
-    lines = _criterion_lines(body, criteria)
-    for criterion in criteria:
-        if out[criterion].value is None and criterion in lines:
-            out[criterion] = Decision(parse_choice(lines[criterion]), out[criterion].reason)
+    mapping, values, _, out = _read_criteria(body, criteria, _pair_decision, parse_choice)
     if "overall" in out and out["overall"].value is None:
         bare = _pair_decision(mapping) if mapping and not values else Decision(None)
         out["overall"] = bare if bare.value is not None else Decision(_prose_overall(body))
@@ -274,13 +284,7 @@ def parse_scores(text: str, criteria: Sequence[str]) -> dict[str, Decision]:
     ``{"score": 7}``) is read as the overall score (or the only criterion asked).
     """
     body = strip_think(text)
-    mapping = _as_mapping(reply_json(body)) or {}
-    values = criteria_values(mapping, criteria)
-    out = {c: _score_decision(values[c]) if c in values else Decision(None) for c in criteria}
-    lines = _criterion_lines(body, criteria)
-    for criterion in criteria:
-        if out[criterion].value is None and criterion in lines:
-            out[criterion] = Decision(parse_score(lines[criterion]), out[criterion].reason)
+    mapping, values, lines, out = _read_criteria(body, criteria, _score_decision, parse_score)
     target = "overall" if "overall" in criteria else (criteria[0] if len(criteria) == 1 else None)
     if target and out[target].value is None and not values and not lines:
         bare = _score_decision(mapping) if mapping else Decision(None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,13 @@ def row_key(method: str, question_id: str) -> str:
 def latest_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The last row per (method, question): a retried error is superseded by its answer."""
     return {row_key(row["method"], row["question_id"]): row for row in rows}
+
+
+def run_rows(out: Path, methods: Collection[str], question_ids: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """The latest row per (method, question) of ``out/answers.jsonl`` for ``methods`` (and questions)."""
+    rows = latest_rows(read_rows(out / ANSWERS_FILE)[0]).values()
+    return [row for row in rows if row["method"] in methods
+            and (question_ids is None or row["question_id"] in question_ids)]
 
 
 @dataclass

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from unirag.errors import MethodError, WorkspaceError
+from unirag.index.artifacts import chnsw_name, tree_names
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.registry import OperatorSpec
-from unirag.index.artifacts import chnsw_name, tree_names
 
 # -- shared helpers --------------------------------------------------------------
 
