@@ -237,3 +237,12 @@ def test_env_reaches_nested_list_and_mapping_settings() -> None:
         load_settings(env={"UNIRAG_GRAPH_GRAPHS": "[kg"})
     with pytest.raises(ConfigError, match="graph.tree.method"):
         load_settings(env={"UNIRAG_GRAPH_TREE_METHOD": "spectral"})
+
+
+def test_prompt_window_keeps_the_count_margin_free() -> None:
+    """Prompts pack to the window less the margin for a model tokenizer that counts
+    more tokens than ours; a margin of 0 trusts our count."""
+    assert Settings().chat.prompt_window == 7200
+    assert Settings.model_validate({"chat": {"count_margin": 0}}).chat.prompt_window == 8000
+    with pytest.raises(ValueError):
+        Settings.model_validate({"chat": {"count_margin": 0.5}})

@@ -18,6 +18,7 @@ from unirag.index.vectors import HnswIndex
 from unirag.llm.factory import build_stack
 from unirag.methods.runner import MethodRunner, QueryResult
 from unirag.methods.spec import MethodSpec, builtin_methods, parse_spec, resolve_method
+from unirag.operators.registry import operator_registry
 from unirag.pipeline import run_index
 from unirag.text.tokenizer import get_tokenizer
 from unirag.workspace import Workspace
@@ -239,6 +240,17 @@ def test_requires_is_derived_from_operators(tmp_path: Path) -> None:
     assert parse_spec(spec).requires() == ["chunk_vectors", "chunk_bm25"]
 
 
+def test_vdb_operators_need_what_their_query_param_embeds() -> None:
+    """A VDB operator searching with LightRAG's keywords embeds them itself: the
+    question's embedding would be wasted work."""
+    spec = operator_registry()["node.vdb"]
+    assert spec.needs_for({}) == ("embedding",)
+    assert spec.needs_for({"query": "keywords_low"}) == ("keywords",)
+    assert operator_registry()["relationship.vdb"].needs_for({"query": "keywords_high"}) == ("keywords",)
+    for name in ("llightrag", "glightrag", "hlightrag"):
+        assert resolve_method(name).question == ["keywords"]
+
+
 def write_spec(directory: Path, file: str, name: str = "mine", question: str = "[]",
                operators: str = "  - op: chunk.bm25\n    params: {top_k: 1}\n", extra: str = "") -> Path:
     path = directory / file
@@ -282,10 +294,12 @@ def test_user_hybrid_spec_runs(indexed: Indexed, tmp_path: Path) -> None:
         ({"extra": "colour: blue\n"}, "colour"),
         ({"operators": "  - op: chunk.vdb\n"}, "embedding"),
         ({"question": "[hyde]", "operators": "  - op: chunk.bm25\n"}, "hyde"),
+        ({"question": "[embedding]", "operators": "  - op: node.vdb\n    params: {query: keywords_low}\n"},
+         "keywords"),
         ({"operators": "  - op: chunk.bm25\n    top_k: 3\n"}, "top_k"),
     ],
     ids=["unknown-operator", "unknown-param", "unknown-field", "missing-conversion", "unknown-conversion",
-         "param-outside-params"],
+         "keyword-query-without-keywords", "param-outside-params"],
 )
 def test_invalid_spec_files_name_the_file(tmp_path: Path, kwargs: dict[str, str], needle: str) -> None:
     path = write_spec(tmp_path, "broken.yaml", **kwargs)

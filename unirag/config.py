@@ -70,6 +70,15 @@ class ChatSettings(_ModelEndpoint):
     max_tokens: int = Field(512, gt=0)
     json_mode: Literal["auto", "on", "off"] = "auto"
     context_window: int = Field(8000, gt=256)
+    # Our budgets count tokens with chunking.encoding (cl100k); a model's own tokenizer can
+    # count more (SmolLM2's counts ~9% more on community reports), and llama.cpp then cuts the
+    # reply to what is left of the window. Prompts are packed to the window less this share.
+    count_margin: float = Field(0.1, ge=0, lt=0.5)
+
+    @property
+    def prompt_window(self) -> int:
+        """The window prompt budgets pack to, in our tokenizer's tokens."""
+        return int(self.context_window * (1 - self.count_margin))
 
 
 class EmbeddingSettings(_ModelEndpoint):
@@ -357,6 +366,7 @@ chat:
   max_tokens: 512
   json_mode: auto
   context_window: 8000
+  count_margin: 0.1   # share of the window kept free: the model's tokenizer may count more than ours
 
 embedding:
   provider: auto

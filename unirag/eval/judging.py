@@ -105,7 +105,7 @@ def judge_answers(
         warn("the judge is the embedded SmolLM2-135M: its verdicts prove the pipeline, not the methods; "
              "give --judge-llm and --judge-model for a real judge")
     chat = build_stack(judge_settings, cache).chat
-    ask_judge(chat, rows, modes, out, replicates, settings.concurrency, progress, judge_settings.chat.context_window)
+    ask_judge(chat, rows, modes, out, replicates, settings.concurrency, progress, judge_settings.chat.prompt_window)
     return judge_report(out, methods)
 
 

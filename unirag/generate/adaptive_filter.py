@@ -97,7 +97,7 @@ def adaptive_filter(
     """
     settings = state.resources.settings
     tokenizer = get_tokenizer(settings.chunking.encoding)
-    window = settings.chat.context_window
+    window = settings.chat.prompt_window
     filter_template, merge_template = load_prompt(filter_prompt), load_prompt(merge_prompt)
     reply_tokens = int(filter_max_tokens or settings.chat.max_tokens)
     merge_room = prompt_room(merge_template, {"question": state.question}, "reports", tokenizer, window,

@@ -44,7 +44,7 @@ def generate_direct(state: QueryState, prompt: str, use_context: bool = True) ->
     if use_context:
         tokenizer = get_tokenizer(settings.chunking.encoding)
         overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
-        budget = settings.chat.context_window - settings.chat.max_tokens - overhead - 64
+        budget = settings.chat.prompt_window - settings.chat.max_tokens - overhead - 64
         fields["context"] = format_context(state.items, max(budget, 0), settings.chunking.encoding)
     request = ChatRequest(
         messages=template.messages(**fields),

@@ -32,7 +32,8 @@ Decisions (see :func:`parse_points`):
   anyway, with no reports.
 
 Every request respects the chat context window: the context budget of a
-prompt is the window minus the prompt's own text, the reply's ``max_tokens``
+prompt is the window (less ``chat.count_margin``, since the model's own
+tokenizer may count more tokens than ours) minus the prompt's own text, the reply's ``max_tokens``
 and a margin, and a ``batch_tokens`` / ``reduce_tokens`` given as a
 parameter is capped at that budget. Tokens are counted with the tokenizer of
 ``settings.chunking.encoding``; every packed context is checked by counting
@@ -373,7 +374,7 @@ def map_reduce(
     """
     settings = state.resources.settings
     tokenizer = get_tokenizer(settings.chunking.encoding)
-    window = settings.chat.context_window
+    window = settings.chat.prompt_window
     map_template, reduce_template = load_prompt(map_prompt), load_prompt(reduce_prompt)
     map_tokens = int(map_max_tokens or settings.chat.max_tokens)
     base = {"question": state.question, "max_points": str(max_points)}

@@ -78,7 +78,7 @@ class MethodSpec(BaseModel):
             unknown = set(call.params) - allowed
             if unknown:
                 raise MethodError(f"{where}: operator {call.op} has no parameter {', '.join(sorted(unknown))}")
-            missing = [need for need in spec.needs if need not in self.question]
+            missing = [need for need in spec.needs_for(call.params) if need not in self.question]
             if missing:
                 raise MethodError(f"{where}: operator {call.op} needs question conversion {', '.join(missing)}")
         from unirag.generate.prompts import load_prompt

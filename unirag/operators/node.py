@@ -89,6 +89,12 @@ def sum_by_column(matrix: Any, rows: np.ndarray, weights: np.ndarray,
     return columns.astype(np.int64), np.bincount(inverse, weights=contribution, minlength=columns.size)
 
 
+def query_needs(params: dict[str, Any]) -> tuple[str, ...]:
+    """The question conversion a VDB operator's ``query`` param needs: the
+    question's embedding, or the keywords it embeds itself."""
+    return ("embedding",) if params.get("query", "question") == "question" else ("keywords",)
+
+
 def query_vector(state: QueryState, query: str, operator: str) -> np.ndarray:
     """The vector a VDB operator searches with: the question's embedding, or
     (LightRAG) the low- or high-level keywords joined by ", " and embedded."""
@@ -405,7 +411,7 @@ OPERATORS = (
     OperatorSpec(
         "node.vdb", "node", node_vdb,
         "top-k entities by vector similarity to the question (or LightRAG's low-level keywords)",
-        requires=("graph", "{index}"), needs=("embedding",),
+        requires=("graph", "{index}"), needs=("embedding",), needs_fn=query_needs,
         params=(("top_k", 4), ("index", "entity_vectors"), ("query", "question")),
     ),
     OperatorSpec(

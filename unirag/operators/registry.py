@@ -27,6 +27,9 @@ class OperatorSpec:
     # Artifact names that are not a plain "{param}" fill (a variant's C-HNSW or tree):
     # a function of the call's params, added to ``requires``.
     requires_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
+    # Question conversions that depend on the call's params (a VDB operator searching with
+    # LightRAG's keywords needs 'keywords', not 'embedding'); replaces ``needs`` when set.
+    needs_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
 
     def requires_for(self, params: dict[str, Any]) -> tuple[str, ...]:
         """The artifacts a call with ``params`` needs: ``"community_vectors:{hierarchy}"``
@@ -34,6 +37,10 @@ class OperatorSpec:
         values = {**dict(self.params), **params}
         filled = tuple(artifact.format(**values) for artifact in self.requires)
         return filled + (self.requires_fn(values) if self.requires_fn else ())
+
+    def needs_for(self, params: dict[str, Any]) -> tuple[str, ...]:
+        """The question conversions a call with ``params`` needs."""
+        return self.needs_fn({**dict(self.params), **params}) if self.needs_fn else self.needs
 
 
 @dataclass(frozen=True)

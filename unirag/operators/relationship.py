@@ -14,6 +14,7 @@ from unirag.operators.context import ContextItem, QueryState
 from unirag.operators.node import (
     agent_select,
     mark_items,
+    query_needs,
     query_vector,
     rank,
     seed_weights,
@@ -112,7 +113,8 @@ OPERATORS = (
     OperatorSpec(
         "relationship.vdb", "relationship", relationship_vdb,
         "top-k relationships by vector similarity to the question (or LightRAG's high-level keywords)",
-        requires=("graph", "relation_vectors"), needs=("embedding",), params=(("top_k", 4), ("query", "question")),
+        requires=("graph", "relation_vectors"), needs=("embedding",), needs_fn=query_needs,
+        params=(("top_k", 4), ("query", "question")),
     ),
     OperatorSpec(
         "relationship.onehop", "relationship", relationship_onehop,
