@@ -235,10 +235,11 @@ def query(
     ws = Workspace.open(workspace)
     try:
         stack = _stack(settings, ws)
-        built = build_missing(ws, settings, stack, spec.requires(), _show_progress(as_json))
+        progress = _show_progress(as_json)
+        built = build_missing(ws, settings, stack, spec.requires(), progress)
         if built:
             _err(f"built what {spec.name} needs first: {', '.join(built)}")
-        runner = MethodRunner(ws, settings, stack)
+        runner = MethodRunner(ws, settings, stack, progress)
         result = runner.run(spec, question, generate=not retrieve_only)
         ws.record_usage(f"query:{spec.name}", result.ledger)
     finally:

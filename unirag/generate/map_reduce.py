@@ -276,7 +276,9 @@ def ask_points(
                     temperature=settings.chat.temperature, max_tokens=max_tokens, json_mode=True)
         for f in fields
     ]
-    for call, response in enumerate(complete_all(state.models.chat, requests, settings.concurrency)):
+    responses = complete_all(state.models.chat, requests, settings.concurrency, state.progress,
+                             f"{stage} over {len(requests)} batches")
+    for call, response in enumerate(responses):
         trace.replies.append(response.text)
         points, parsed = parse_points(response.text, max_points, float(unparsed_score))
         trace.unparsed += 0 if parsed else 1

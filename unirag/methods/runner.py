@@ -17,6 +17,7 @@ from unirag.llm.factory import ModelStack
 from unirag.methods.spec import MethodSpec
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.registry import conversion_registry, operator_registry
+from unirag.progress import Progress
 from unirag.workspace import Workspace
 
 
@@ -60,16 +61,19 @@ def chat_seconds(ledger: UsageLedger) -> float:
 
 
 class MethodRunner:
-    def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack) -> None:
+    def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack,
+                 progress: Progress | None = None) -> None:
         self.settings = settings
         self.stack = stack
+        self.progress = progress
         self.resources = Resources(workspace, settings)
 
     def run(self, spec: MethodSpec, question: str, generate: bool = True) -> QueryResult:
         """Answer ``question``; ``generate=False`` stops after retrieval (for evaluation)."""
         started = time.perf_counter()
         ledger = UsageLedger()
-        state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger))
+        state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
+                           progress=self.progress)
         conversions, operators = conversion_registry(), operator_registry()
         for name in spec.question:
             tick = time.perf_counter()

@@ -10,6 +10,7 @@ import numpy as np
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
 from unirag.llm.factory import Models
+from unirag.progress import Progress
 from unirag.workspace import Workspace
 
 
@@ -231,3 +232,5 @@ class QueryState:
     entity_scores: np.ndarray | None = None
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
+    progress: Progress | None = None
