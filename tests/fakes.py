@@ -3,6 +3,7 @@
 Nothing here touches the network or loads a real model: ``ScriptedChat``
 answers from the prompt it is given, ``HashEmbedder`` embeds by hashing words.
 Both are deterministic across runs and machines (hashlib, not ``hash()``).
+``RecordingProgress`` remembers the bars a step opened.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,7 @@ import numpy as np
 from unirag.config import Settings, load_settings
 from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
 from unirag.llm.factory import ModelStack, build_stack
+from unirag.progress import Progress
 
 _WORD = re.compile(r"[a-z0-9]+")
 _FIRST_SOURCE = re.compile(r"^\[1\] \(chunk: (.*?)\)$", re.MULTILINE)
@@ -50,6 +54,25 @@ def scripted_extraction(user: str) -> str:
             for a, b in zip(names, names[1:])
         ]
     return json.dumps({"entities": entities, "relationships": relationships})
+
+
+class RecordingProgress(Progress):
+    """Progress that draws nothing and remembers each bar: (label, total) in opening
+    order, and how far each label advanced."""
+
+    def __init__(self) -> None:
+        super().__init__(enabled=False)
+        self.tasks: list[tuple[str, int | None]] = []
+        self.advanced: Counter[str] = Counter()
+
+    @contextmanager
+    def task(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        self.tasks.append((description, total))
+
+        def advance(n: int = 1) -> None:
+            self.advanced[description] += n
+
+        yield advance
 
 
 class ScriptedChat:
@@ -188,8 +211,7 @@ def small_corpus(tmp_path: Path, name: str = "corpus") -> Path:
     for file, text in TEXT_FILES.items():
         (root / file).write_text(text + "\n", encoding="utf-8")
     with open(root / "facts.jsonl", "w", encoding="utf-8") as handle:
-        for record in JSONL_RECORDS:
-            handle.write(json.dumps(record) + "\n")
+        handle.writelines(json.dumps(record) + "\n" for record in JSONL_RECORDS)
     return root
 
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.fakes import HashEmbedder, ScriptedChat, make_settings
+from tests.fakes import HashEmbedder, RecordingProgress, ScriptedChat, make_settings
 from tests.graph_fixture import build_hand_graph
 from unirag.errors import MethodError
 from unirag.generate.adaptive_filter import (
@@ -159,35 +157,18 @@ def test_every_request_fits_the_context_window() -> None:
         assert sum(TOK.count(m["content"]) for m in request.messages) + request.max_tokens <= usable - 32
 
 
-class RecordingProgress:
-    """A progress sink that remembers each task's label, total and advances."""
-
-    def __init__(self) -> None:
-        self.tasks: list[list[Any]] = []
-
-    @contextmanager
-    def task(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        record: list[Any] = [description, total, 0]
-        self.tasks.append(record)
-
-        def advance(n: int = 1) -> None:
-            record[2] += n
-
-        yield advance
-
-
 def test_map_and_filter_calls_show_progress() -> None:
     """GGraphRAG's map step can be dozens of slow calls: the query shows a bar over them."""
     chat = ScriptedChat(answers={"map_answer": lambda user: points_reply([("p", 10)]),
                                  "filter_points": lambda user: points_reply([("p", 10)])})
     state = make_state(fact_items(12), chat)
-    state.progress = RecordingProgress()
+    progress = state.progress = RecordingProgress()
     batch = 2 * TOK.count(item_block(0, fact_items(1)[0])) + 4
     trace = map_reduce(state, batch_tokens=batch)
     adaptive_filter(state)
-    label, total, done = state.progress.tasks[0]
-    assert label == f"query.map over {len(trace.packs)} batches" and total == done == len(trace.packs) > 1
-    assert state.progress.tasks[1][0].startswith("query.filter over ")
+    label, total = progress.tasks[0]
+    assert label == f"query.map over {len(trace.packs)} batches" and total == progress.advanced[label] == len(trace.packs) > 1
+    assert progress.tasks[1][0].startswith("query.filter over ")
 
 
 def test_a_window_too_small_for_the_prompt_is_a_clear_error() -> None:

@@ -7,15 +7,12 @@ Fast tests use ``reducer="pca"`` for the GMM path: UMAP's numba kernels take
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
-from fakes import HashEmbedder, ScriptedChat
+from fakes import HashEmbedder, RecordingProgress, ScriptedChat
 
 from unirag.build.tree import (
     EMBED_STAGE,
@@ -33,7 +30,6 @@ from unirag.generate.prompts import load_prompt
 from unirag.llm.base import ChatRequest, EmbeddingBatch
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import CachedChat
-from unirag.progress import Progress
 from unirag.text.tokenizer import get_tokenizer
 
 GMM = TreeConfig(method="gmm", reducer="pca", max_clusters=8)  # a short BIC sweep keeps tests fast
@@ -63,22 +59,6 @@ class StageEmbedder(HashEmbedder):
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
         self.stages.append(stage)
         return super().embed(texts, stage)
-
-
-class RecordingProgress(Progress):
-    def __init__(self) -> None:
-        super().__init__(enabled=False)
-        self.tasks: list[tuple[str, int | None]] = []
-        self.advanced: Counter[str] = Counter()
-
-    @contextmanager
-    def task(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        self.tasks.append((description, total))
-
-        def advance(n: int = 1) -> None:
-            self.advanced[description] += n
-
-        yield advance
 
 
 def blob_leaves(

@@ -33,8 +33,8 @@ Decisions (see :func:`parse_points`):
 
 Every request respects the chat context window: the context budget of a
 prompt is the window (less ``chat.count_margin``, since the model's own
-tokenizer may count more tokens than ours) minus the prompt's own text, the reply's ``max_tokens``
-and a margin, and a ``batch_tokens`` / ``reduce_tokens`` given as a
+tokenizer may count more tokens than ours) minus the prompt's own text, the
+reply's ``max_tokens`` and a margin, and a ``batch_tokens`` / ``reduce_tokens`` given as a
 parameter is capped at that budget. Tokens are counted with the tokenizer of
 ``settings.chunking.encoding``; every packed context is checked by counting
 its exact joined text. An item longer than a whole batch is cut to fit.
@@ -121,8 +121,8 @@ def context_budget(requested: int | None, room: int, name: str, mode: str, windo
     """``requested`` capped at ``room``; ``room`` when not given."""
     if room < MIN_ROOM:
         raise MethodError(
-            f"{mode}: the chat context window ({window} tokens) leaves {room} tokens for context in the "
-            f"'{name}' prompt; raise chat.context_window or lower chat.max_tokens"
+            f"{mode}: the chat context window ({window} tokens once chat.count_margin is kept free) leaves "
+            f"{room} tokens for context in the '{name}' prompt; raise chat.context_window or lower chat.max_tokens"
         )
     if requested is None:
         return room
