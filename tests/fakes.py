@@ -101,6 +101,7 @@ class ScriptedChat:
         self.delay = delay
         self.requests: list[ChatRequest] = []
         self.glean_answer = "NO"
+        self.finish_reason = "stop"  # "length": every reply reports it was cut at max_tokens
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -147,7 +148,8 @@ class ScriptedChat:
                 raise self.fail_on[number]
             text = self.answer_for(request)
             prompt_tokens = sum(len(m["content"].split()) for m in request.messages)
-            return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
+            return ChatResponse(text=text, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()),
+                                finish_reason=self.finish_reason)
         finally:
             with self._lock:
                 self.in_flight -= 1

@@ -136,6 +136,25 @@ def test_query_human_output(workspace: Path) -> None:
     assert "LLM calls" in result.stdout
 
 
+def test_query_warns_about_cut_replies(workspace: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    def cutting_stack(settings: Any, ws: Any) -> Any:
+        chat = ScriptedChat()
+        chat.finish_reason = "length"
+        return build_stack(settings, ws.cache(), chat=chat, embedder=HashEmbedder())
+
+    monkeypatch.setattr(cli, "_stack", cutting_stack)
+    result = ok("query", "What is the capital of France?", "-w", workspace, "-m", "vanilla", "--json")
+    assert json.loads(result.stdout)["usage"]["cut_replies"] == 1
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("unirag: warning:")]
+    assert len(warnings) == 1 and "1 model replies were cut short" in warnings[0]
+    assert "query.generate: 1" in warnings[0]
+    monkeypatch.setattr(cli, "_stack", lambda settings, ws: build_stack(settings, ws.cache(), chat=ScriptedChat(),
+                                                                        embedder=HashEmbedder()))
+    whole = ok("query", "Where does the quokka live?", "-w", workspace, "-m", "zeroshot", "--json")
+    assert "cut short" not in whole.stderr
+    assert json.loads(whole.stdout)["usage"]["cut_replies"] == 0
+
+
 def test_query_uses_method_and_workspace_from_env(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UNIRAG_WORKSPACE", str(workspace))
     monkeypatch.setenv("UNIRAG_METHOD", "cot")

@@ -214,6 +214,19 @@ def test_accounted_chat_per_stage_usage(cache: ResponseCache) -> None:
     assert set(ledger.to_json()) == {"index.extract", "query.generate"}
 
 
+def test_accounted_chat_counts_cut_replies_also_from_the_cache(cache: ResponseCache) -> None:
+    ledger, scripted = UsageLedger(), ScriptedChat()
+    chat = AccountedChat(CachedChat(scripted, cache), ledger)
+    chat.complete(REQUEST)
+    scripted.finish_reason = "length"
+    cut = dataclasses.replace(REQUEST, stage="query.map", max_tokens=3)
+    assert chat.complete(cut).finish_reason == "length"
+    chat.complete(cut)  # a cache hit: the stored reply is still the cut one
+    assert ledger.stages["query.generate"].cut_replies == 0
+    assert ledger.stages["query.map"].cut_replies == 2
+    assert ledger.total().cut_replies == 2
+
+
 def test_accounted_embedder_per_stage_usage(cache: ResponseCache) -> None:
     ledger = UsageLedger()
     embedder = AccountedEmbedder(CachedEmbedder(HashEmbedder(), cache), ledger)

@@ -12,11 +12,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from unirag.errors import SourceError, UniragError
+
+if TYPE_CHECKING:
+    from unirag.llm.base import UsageLedger
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +50,15 @@ def _err(message: str) -> None:
 
 def _warn(message: str) -> None:
     _err(f"warning: {message}")
+
+
+def _warn_cut_replies(ledger: UsageLedger) -> None:
+    """Say when replies stopped at max_tokens or the window: what was read from them may be incomplete."""
+    cut = {stage: usage.cut_replies for stage, usage in sorted(ledger.stages.items()) if usage.cut_replies}
+    if cut:
+        where = ", ".join(f"{stage}: {count}" for stage, count in cut.items())
+        _warn(f"{sum(cut.values())} model replies were cut short at max_tokens or the context window ({where}); "
+              "raise chat.max_tokens or chat.context_window if answers look incomplete")
 
 
 def _handle_errors(fn: F) -> F:
@@ -190,6 +202,7 @@ def index(
         )
     finally:
         ws.close()
+    _warn_cut_replies(report.ledger)
     data = report.to_json()
     if as_json:
         print(json.dumps(data, indent=2))
@@ -244,6 +257,7 @@ def query(
         ws.record_usage(f"query:{spec.name}", result.ledger)
     finally:
         ws.close()
+    _warn_cut_replies(result.ledger)
     if as_json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return
@@ -367,6 +381,7 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
             f"  {stage:<24} llm {usage['llm_calls']:>5} (+{usage['cache_hits']} cached)  "
             f"prompt {usage['prompt_tokens']:>8}  completion {usage['completion_tokens']:>7}  "
             f"embed {usage['embedding_calls']:>4} calls / {usage['embedded_texts']} texts  {usage['seconds']:.1f} s"
+            + (f"  cut replies {usage['cut_replies']}" if usage["cut_replies"] else "")
         )
 
 

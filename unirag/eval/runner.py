@@ -150,7 +150,8 @@ def answer_row(
             "context_tokens": context_tokens(text, count_tokens),
             "items": len(result.context), "passages": len(doc_ids),
         },
-        "usage": {key: usage[key] for key in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens")},
+        "usage": {key: usage[key] for key in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens",
+                                              "cut_replies")},
         "seconds": {
             "retrieval": round(timings.get("retrieval", 0.0), 4),
             "retrieval_llm": round(timings.get("retrieval.llm", 0.0), 4),

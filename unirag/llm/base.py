@@ -103,6 +103,9 @@ class StageUsage:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Replies that ended at max_tokens or the context window (finish_reason "length"):
+    # their text is cut short, so a points list or JSON reply may be incomplete.
+    cut_replies: int = 0
     embedding_calls: int = 0
     embedded_texts: int = 0
     embedding_cache_hits: int = 0

@@ -147,6 +147,7 @@ class AccountedChat:
             cache_hits=1 if response.cached else 0,
             prompt_tokens=response.prompt_tokens,
             completion_tokens=response.completion_tokens,
+            cut_replies=1 if response.finish_reason == "length" else 0,
             seconds=time.perf_counter() - start,
         )
         return response

@@ -38,6 +38,7 @@ class QueryResult:
             "cache_hits": total.cache_hits,
             "prompt_tokens": total.prompt_tokens,
             "completion_tokens": total.completion_tokens,
+            "cut_replies": total.cut_replies,
             "embedding_calls": total.embedding_calls,
             "embedding_cache_hits": total.embedding_cache_hits,
         }
