@@ -86,6 +86,17 @@ def test_onehop_sums_the_seed_scores_at_both_ends(hand) -> None:
     assert relationship_onehop(state) == [] and state.relationships == {}
 
 
+def test_onehop_new_only_skips_relationships_already_in_the_context(hand) -> None:
+    state = state_for(hand)
+    state.entities = {"marie curie": 2.0, "pierre curie": 1.0}
+    state.items = relationship_onehop(state, top_k=1)  # marie curie|pierre curie is on the path now
+    items = relationship_onehop(state, top_k=0, new_only=True)
+    assert scored(items) == [("marie curie|radium", 2.0), ("marie curie|warsaw", 2.0),
+                             ("paris|pierre curie", 1.0), ("pierre curie|radium", 1.0)]
+    assert list(state.relationships) == [i.id for i in items]
+    assert len(relationship_onehop(state, top_k=0, new_only=False)) == 5
+
+
 def test_onehop_breaks_ties_by_weight() -> None:
     graph = weighted_graph()  # a-b weight 3, a-c weight 1, b-d weight 1
     state = state_for_graph(graph)

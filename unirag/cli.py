@@ -304,7 +304,7 @@ def methods_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 @_handle_errors
 def methods_show(name: Annotated[str, typer.Argument(help="method name or spec path")], as_json: JsonOpt = False) -> None:
     """Explain one method: source, conversions, operators, generation, artifacts."""
-    from unirag.methods.spec import resolve_method
+    from unirag.methods.spec import RepeatBlock, resolve_method
     from unirag.operators.registry import operator_registry
 
     spec = resolve_method(name)
@@ -316,8 +316,13 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
     print(f"{spec.title} ({spec.name}) — {spec.description}")
     print(f"source: {spec.source}")
     print(f"pipeline: {data['pipeline']}")
-    for call in spec.operators:
-        print(f"  {call.op}: {registry[call.op].summary} {call.params or ''}")
+    for step in spec.operators:
+        if isinstance(step, RepeatBlock):
+            stop = f", stopping early when the LLM says '{step.repeat.until}'" if step.repeat.until else ""
+            print(f"  repeat up to {step.repeat.rounds} rounds{stop}:")
+        for call in step.repeat.operators if isinstance(step, RepeatBlock) else [step]:
+            indent = "    " if isinstance(step, RepeatBlock) else "  "
+            print(f"{indent}{call.op}: {registry[call.op].summary} {call.params or ''}")
     print(f"generation: {spec.generation.mode}, prompt '{spec.generation.prompt}'")
     print(f"requires: {', '.join(data['requires']) or 'nothing (no retrieval)'}")
 

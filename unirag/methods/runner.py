@@ -14,7 +14,8 @@ from unirag.config import Settings
 from unirag.generate.modes import generate as generate_answer
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
-from unirag.methods.spec import MethodSpec
+from unirag.methods.spec import MethodSpec, OperatorCall, RepeatBlock, Rounds
+from unirag.methods.stopping import context_suffices
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.registry import conversion_registry, operator_registry
 from unirag.progress import Progress
@@ -30,6 +31,7 @@ class QueryResult:
     context: list[ContextItem]
     ledger: UsageLedger
     timings: dict[str, float] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)
 
     def usage(self) -> dict[str, Any]:
         total = self.ledger.total()
@@ -53,6 +55,7 @@ class QueryResult:
             "usage": self.usage(),
             "usage_by_stage": self.ledger.to_json(),
             "timings": {name: round(seconds, 4) for name, seconds in self.timings.items()},
+            "rounds": self.rounds,
         }
 
 
@@ -75,23 +78,16 @@ class MethodRunner:
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)
-        conversions, operators = conversion_registry(), operator_registry()
+        conversions = conversion_registry()
         for name in spec.question:
             tick = time.perf_counter()
             conversions[name].fn(state)
             state.timings[f"question.{name}"] = time.perf_counter() - tick
-        for position, call in enumerate(spec.operators):
-            tick = time.perf_counter()
-            params = {"top_k": self.settings.retrieval.top_k} if "top_k" in dict(operators[call.op].params) else {}
-            params.update(call.params)
-            # ``emit: false``: the operator only feeds later ones (its candidates), not the context.
-            emit = bool(params.pop("emit", True))
-            found = operators[call.op].fn(state, **params)
-            if emit:
-                seen = {(item.kind, item.id) for item in state.items}
-                # An element found by two operators appears once, where it was first found.
-                state.items.extend(item for item in found if (item.kind, item.id) not in seen)
-            state.timings[f"operator.{position}.{call.op}"] = time.perf_counter() - tick
+        for position, step in enumerate(spec.operators):
+            if isinstance(step, RepeatBlock):
+                self._run_rounds(state, step.repeat, f"operator.{position}")
+            else:
+                self._run_call(state, step, f"operator.{position}")
         # Retrieval time, and the part of it spent waiting for the chat model (agent
         # operators, question entities/keywords): the survey's Table 7 compares the rest.
         state.timings["retrieval"] = sum(
@@ -103,4 +99,33 @@ class MethodRunner:
             answer, raw = generate_answer(state, spec.generation)
             state.timings["generate"] = time.perf_counter() - tick
         state.timings["total"] = time.perf_counter() - started
-        return QueryResult(question, spec.name, answer, raw, state.items, ledger, state.timings)
+        return QueryResult(question, spec.name, answer, raw, state.items, ledger, state.timings, state.rounds)
+
+    def _run_call(self, state: QueryState, call: OperatorCall, key: str) -> None:
+        """One operator: its items join the context (unless ``emit: false``); its seconds go to ``key.op``."""
+        tick = time.perf_counter()
+        spec = operator_registry()[call.op]
+        params = {"top_k": self.settings.retrieval.top_k} if "top_k" in dict(spec.params) else {}
+        params.update(call.params)
+        # ``emit: false``: the operator only feeds later ones (its candidates), not the context.
+        emit = bool(params.pop("emit", True))
+        found = spec.fn(state, **params)
+        if emit:
+            seen = {(item.kind, item.id) for item in state.items}
+            # An element found by two operators appears once, where it was first found.
+            state.items.extend(item for item in found if (item.kind, item.id) not in seen)
+        state.timings[f"{key}.{call.op}"] = time.perf_counter() - tick
+
+    def _run_rounds(self, state: QueryState, rounds: Rounds, key: str) -> None:
+        """A ``repeat`` block: its operators round after round, stopping early when
+        ``rounds.until`` says the context suffices (not asked after the last round)."""
+        for number in range(1, rounds.rounds + 1):
+            for position, call in enumerate(rounds.operators):
+                self._run_call(state, call, f"{key}.r{number}.{position}")
+            state.rounds[key] = number
+            if rounds.until and number < rounds.rounds:
+                tick = time.perf_counter()
+                enough = context_suffices(state, rounds.until)
+                state.timings[f"{key}.r{number}.until"] = time.perf_counter() - tick
+                if enough:
+                    break

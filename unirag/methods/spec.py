@@ -22,6 +22,34 @@ class OperatorCall(BaseModel):
     op: str
     params: dict[str, Any] = Field(default_factory=dict)
 
+    def describe(self) -> str:
+        return self.op
+
+
+class Rounds(BaseModel):
+    """Operators run again round after round (ToG's exploration to a maximum depth).
+
+    After each round but the last, ``until`` (a prompt name; optional) asks the
+    LLM whether the context gathered so far answers the question; a clear yes
+    ends the rounds early (ToG's reasoning step). Without ``until`` all
+    ``rounds`` run.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    rounds: int = Field(ge=1, le=10)
+    until: str | None = None
+    operators: list[OperatorCall] = Field(min_length=1)
+
+
+class RepeatBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    repeat: Rounds
+
+    def describe(self) -> str:
+        stop = f" until {self.repeat.until}" if self.repeat.until else ""
+        inner = " -> ".join(call.op for call in self.repeat.operators)
+        return f"repeat<={self.repeat.rounds}[{inner}]{stop}"
+
 
 class GenerationSpec(BaseModel):
     """How the answer is generated (survey §6.3; GraphRAG §3.1.6; ArchRAG "adaptive filtering").
@@ -47,8 +75,13 @@ class MethodSpec(BaseModel):
     description: str
     source: str = Field(description="where the method is defined (paper, section)")
     question: list[str] = Field(default_factory=list, description="question conversions")
-    operators: list[OperatorCall] = Field(default_factory=list)
+    operators: list[OperatorCall | RepeatBlock] = Field(default_factory=list)
     generation: GenerationSpec = GenerationSpec()
+
+    def calls(self) -> list[OperatorCall]:
+        """Every operator call, those inside ``repeat`` blocks included, in order."""
+        return [call for step in self.operators
+                for call in (step.repeat.operators if isinstance(step, RepeatBlock) else [step])]
 
     def requires(self) -> list[str]:
         """Workspace artifacts the operators need (derived, never declared twice)."""
@@ -56,7 +89,7 @@ class MethodSpec(BaseModel):
 
         registry = operator_registry()
         out: list[str] = []
-        for call in self.operators:
+        for call in self.calls():
             for artifact in registry[call.op].requires_for(call.params):
                 if artifact not in out:
                     out.append(artifact)
@@ -70,7 +103,7 @@ class MethodSpec(BaseModel):
         for name in self.question:
             if name not in conversions:
                 raise MethodError(f"{where}: unknown question conversion '{name}' (known: {', '.join(conversions)})")
-        for call in self.operators:
+        for call in self.calls():
             spec = operators.get(call.op)
             if spec is None:
                 raise MethodError(f"{where}: unknown operator '{call.op}' (known: {', '.join(sorted(operators))})")
@@ -83,7 +116,14 @@ class MethodSpec(BaseModel):
                 raise MethodError(f"{where}: operator {call.op} needs question conversion {', '.join(missing)}")
         from unirag.generate.prompts import load_prompt
 
-        load_prompt(self.generation.prompt)
+        prompts = [("generation.prompt", self.generation.prompt)] + [
+            (f"operators.{position}.repeat.until", step.repeat.until) for position, step in enumerate(self.operators)
+            if isinstance(step, RepeatBlock) and step.repeat.until]
+        for field, prompt in prompts:
+            try:
+                load_prompt(prompt)
+            except MethodError as exc:
+                raise MethodError(f"{where}: {field}: {exc}") from None
         if self.generation.mode != "direct":
             from importlib import import_module
 
@@ -97,7 +137,7 @@ class MethodSpec(BaseModel):
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump()
         data["requires"] = self.requires()
-        data["pipeline"] = " -> ".join([*(f"q:{q}" for q in self.question), *(c.op for c in self.operators),
+        data["pipeline"] = " -> ".join([*(f"q:{q}" for q in self.question), *(step.describe() for step in self.operators),
                                         f"generate:{self.generation.mode}"])
         return data
 

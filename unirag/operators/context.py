@@ -232,5 +232,6 @@ class QueryState:
     entity_scores: np.ndarray | None = None
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)  # rounds each ``repeat`` block ran, by its position
     # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
     progress: Progress | None = None

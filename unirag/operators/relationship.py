@@ -40,14 +40,16 @@ def relationship_vdb(state: QueryState, top_k: int = 4, query: str = "question")
     return state.resources.relationship_items(hits, "relationship.vdb")
 
 
-def relationship_onehop(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def relationship_onehop(state: QueryState, top_k: int = 4, new_only: bool = False) -> list[ContextItem]:
     """Relationships incident to the candidate entities (survey §6.1 Onehop;
     LightRAG local retrieval, GraphRAG local search, ToG).
 
     A relationship scores the sum of the scores of its ends among
     ``state.entities`` (a relationship between two candidates counts both);
     ties go to the heavier relationship (more supporting mentions), then the
-    id. Writes ``state.relationships``.
+    id. ``new_only`` leaves out relationships already in the context (ToG's
+    relation exploration in a later round looks past the paths it has).
+    Writes ``state.relationships``.
     """
     graph = state.resources.graph()
     rows, weights = seed_weights(graph, state.entities)
@@ -55,6 +57,10 @@ def relationship_onehop(state: QueryState, top_k: int = 4) -> list[ContextItem]:
         state.relationships = {}
         return []
     rels, scores = sum_by_column(graph.entity_rel, rows, weights, use_data=False)
+    if new_only:
+        seen = [graph.rel_row[i.id] for i in state.items if i.kind == "relationship" and i.id in graph.rel_row]
+        fresh = ~np.isin(rels, np.array(seen, dtype=rels.dtype))
+        rels, scores = rels[fresh], scores[fresh]
     hits = rank(rels, scores, graph.rel_ids, top_k, tiebreak=graph.rel_weight[rels])
     state.relationships = dict(hits)
     return state.resources.relationship_items(hits, "relationship.onehop")
@@ -119,7 +125,7 @@ OPERATORS = (
     OperatorSpec(
         "relationship.onehop", "relationship", relationship_onehop,
         "relationships incident to the candidate entities, by the scores of their ends",
-        requires=("graph",), params=(("top_k", 4),),
+        requires=("graph",), params=(("top_k", 4), ("new_only", False)),
     ),
     OperatorSpec(
         "relationship.aggregator", "relationship", relationship_aggregator,

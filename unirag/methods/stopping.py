@@ -1,0 +1,42 @@
+"""The stop check of a ``repeat`` block: does the context gathered so far answer the question?
+
+ToG's reasoning step (Sun et al. 2024): after each exploration round the LLM
+is shown the question and what was retrieved, and says whether that is
+enough to answer; exploration goes deeper only when it says no. The reply is
+read with the gleaning check's YES/NO reader; a reply that says neither
+counts as "not yet", so an unreadable reply costs at most the remaining
+rounds, never a missed hop.
+"""
+
+from __future__ import annotations
+
+from unirag.build.parse import parse_yes_no
+from unirag.generate.direct import format_context
+from unirag.generate.prompts import load_prompt
+from unirag.llm.base import ChatRequest
+from unirag.operators.context import QueryState
+from unirag.text.tokenizer import get_tokenizer
+
+# The reply is one word; a little room for a model that explains itself first.
+REPLY_TOKENS = 32
+MARGIN = 64
+
+
+def context_suffices(state: QueryState, prompt: str) -> bool:
+    """Ask prompt ``prompt`` (fields ``question``, ``context``) whether ``state.items`` answer the question."""
+    if not state.items:
+        return False
+    settings = state.resources.settings
+    template = load_prompt(prompt)
+    tokenizer = get_tokenizer(settings.chunking.encoding)
+    overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
+    budget = settings.chat.prompt_window - REPLY_TOKENS - overhead - MARGIN
+    context = format_context(state.items, max(budget, 0), settings.chunking.encoding)
+    request = ChatRequest(
+        messages=template.messages(question=state.question, context=context),
+        stage="query.until",
+        prompt_version=template.cache_version,
+        temperature=settings.chat.temperature,
+        max_tokens=REPLY_TOKENS,
+    )
+    return parse_yes_no(state.models.chat.complete(request).text) is True
