@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 
-from unirag.generate.prompts import load_prompt
+from unirag.generate.prompts import Prompt, load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
+# Room left in every request for the chat template's own tokens.
+MARGIN = 64
 _ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -36,16 +38,23 @@ def extract_answer(text: str) -> str:
     return matches[-1].strip() if matches else text.strip()
 
 
+def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> str:
+    """``state.items`` formatted for ``template``'s ``{context}``, cut so the prompt
+    (fields ``question`` and ``context``) leaves ``reply_tokens`` of the window free."""
+    settings = state.resources.settings
+    tokenizer = get_tokenizer(settings.chunking.encoding)
+    overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
+    budget = settings.chat.prompt_window - reply_tokens - overhead - MARGIN
+    return format_context(state.items, max(budget, 0), settings.chunking.encoding)
+
+
 def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
     """Returns (answer, raw model output)."""
     settings = state.resources.settings
     template = load_prompt(prompt)
     fields = {"question": state.question}
     if use_context:
-        tokenizer = get_tokenizer(settings.chunking.encoding)
-        overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
-        budget = settings.chat.prompt_window - settings.chat.max_tokens - overhead - 64
-        fields["context"] = format_context(state.items, max(budget, 0), settings.chunking.encoding)
+        fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
     request = ChatRequest(
         messages=template.messages(**fields),
         stage="query.generate",

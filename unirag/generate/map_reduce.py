@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.errors import MethodError
-from unirag.generate.direct import extract_answer
+from unirag.generate.direct import MARGIN, extract_answer
 from unirag.generate.prompts import Prompt, load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
@@ -62,8 +62,6 @@ from unirag.text.tokenizer import Tokenizer, get_tokenizer
 
 NO_DATA_ANSWER = "I don't know: the retrieved information does not answer the question."
 SEPARATOR = "\n\n"
-# Room left in every request for the chat template's own tokens (as in direct generation).
-MARGIN = 64
 # A prompt whose context budget is below this cannot carry any context worth sending.
 MIN_ROOM = 32
 # A point cut to fit the final context keeps at least this many tokens, else it is left out.

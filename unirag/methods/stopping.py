@@ -11,15 +11,13 @@ rounds, never a missed hop.
 from __future__ import annotations
 
 from unirag.build.parse import parse_yes_no
-from unirag.generate.direct import format_context
+from unirag.generate.direct import fitted_context
 from unirag.generate.prompts import load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import QueryState
-from unirag.text.tokenizer import get_tokenizer
 
 # The reply is one word; a little room for a model that explains itself first.
 REPLY_TOKENS = 32
-MARGIN = 64
 
 
 def context_suffices(state: QueryState, prompt: str) -> bool:
@@ -28,10 +26,7 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
         return False
     settings = state.resources.settings
     template = load_prompt(prompt)
-    tokenizer = get_tokenizer(settings.chunking.encoding)
-    overhead = sum(tokenizer.count(m["content"]) for m in template.messages(question=state.question, context=""))
-    budget = settings.chat.prompt_window - REPLY_TOKENS - overhead - MARGIN
-    context = format_context(state.items, max(budget, 0), settings.chunking.encoding)
+    context = fitted_context(state, template, REPLY_TOKENS)
     request = ChatRequest(
         messages=template.messages(question=state.question, context=context),
         stage="query.until",
