@@ -17,13 +17,12 @@ from typing import Any, Protocol, TypeVar
 
 from unirag.errors import ConfigError
 from unirag.eval.jsonl import end_cut_line, read_rows  # noqa: F401 — read_rows re-exported for the judge's callers
+from unirag.generate.direct import MARGIN
 from unirag.llm.base import ChatModel
 from unirag.text.tokenizer import Tokenizer
 
 #: Marks an answer cut to the judge's token budget (both answers of a pair are cut alike).
 CLIP_MARK = " [...]"
-#: Room left in every request for the chat template's own tokens.
-MARGIN = 64
 #: Fewer tokens than this per answer cannot be judged meaningfully.
 MIN_ANSWER_TOKENS = 32
 
