@@ -182,3 +182,39 @@ def test_tog_ships_as_rounds() -> None:
     assert spec.to_json()["pipeline"].count("repeat<=3[") == 1
     assert [c.op for c in spec.calls()] == ["node.link", "relationship.onehop", "relationship.agent",
                                             "node.relnode", "node.agent"]
+
+
+# -- real replies (SmolLM2-135M via `bench/methods_smoke.py --methods tog`, 2026-11-23) --------
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.parametrize("name", ["smollm2_no", "smollm2_no_then_rambles_cut"])
+def test_real_stop_check_replies_read_as_not_yet(hand, name: str) -> None:
+    from unirag.build.parse import parse_yes_no
+
+    reply = (GOLDEN / "enough_context" / f"{name}.txt").read_bytes().decode("utf-8")
+    assert parse_yes_no(reply) is False  # read as NO, not as unreadable
+    ws, settings, embedder = hand
+    chat = ScriptedChat(answers={"enough_context": lambda user: reply})
+    state = query_state(ws, settings.model_copy(update={"cache": False}), QUESTION, embedder, chat)
+    state.items.append(ContextItem("entity", "lilu", "Lilu: a demon.", 1.0, "Lilu", {}, "test"))
+    assert context_suffices(state, "enough_context") is False
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        # objects with string ids, cut by max_tokens after the eighth: the first k ids, in order
+        ("smollm2_objects_cut", [0, 1, 2, 3]),
+        # counts 1, 2, ... 65 past the 30 candidates and is cut: numbers beyond the list are ignored
+        ("smollm2_counts_past_the_list", [0, 1, 2, 3]),
+    ],
+)
+def test_real_agent_replies_are_read_as_numbered_picks(name: str, expected: list[int]) -> None:
+    from unirag.operators.node import parse_selection
+
+    reply = (GOLDEN / "agent_select" / f"{name}.txt").read_bytes().decode("utf-8")
+    aliases = [[f"e{i}|f{i}", f"Entity {i} related to Other {i}"] for i in range(30)]
+    assert parse_selection(reply, aliases, 4) == expected
+    assert parse_selection(reply, aliases[:2], 4) == [0, 1]  # two candidates: nothing past them
