@@ -295,9 +295,10 @@ def methods_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if as_json:
         print(json.dumps([spec.to_json() for spec in specs.values()], indent=2))
         return
+    name_width = max(len(spec.name) for spec in specs.values())
+    title_width = max(len(spec.title) for spec in specs.values())
     for spec in specs.values():
-        data = spec.to_json()
-        print(f"{spec.name:<12} {spec.title:<12} {data['pipeline']}")
+        print(f"{spec.name:<{name_width}}  {spec.title:<{title_width}}  {spec.to_json()['pipeline']}")
 
 
 @methods_app.command("show")
