@@ -183,6 +183,11 @@ def test_methods_plain_and_show() -> None:
     assert "VanillaRAG" in shown and "chunk.vdb" in shown and "requires: chunk_vectors" in shown
     shown = json.loads(ok("methods", "show", "Zero-Shot", "--json").stdout)
     assert shown["name"] == "zeroshot"
+    shown = ok("methods", "show", "tog").stdout.splitlines()
+    start = shown.index("  repeat up to 3 rounds, stopping early when the LLM answers YES to prompt 'enough_context':")
+    assert shown[start - 1].startswith("  node.link:")
+    assert [line.split(":")[0] for line in shown[start + 1:start + 5]] == [
+        "    relationship.onehop", "    relationship.agent", "    node.relnode", "    node.agent"]
 
 
 def test_stats_json(workspace: Path) -> None:

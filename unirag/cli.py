@@ -319,10 +319,10 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
     print(f"pipeline: {data['pipeline']}")
     for step in spec.operators:
         if isinstance(step, RepeatBlock):
-            stop = f", stopping early when the LLM says '{step.repeat.until}'" if step.repeat.until else ""
+            stop = f", stopping early when the LLM answers YES to prompt '{step.repeat.until}'" if step.repeat.until else ""
             print(f"  repeat up to {step.repeat.rounds} rounds{stop}:")
-        for call in step.repeat.operators if isinstance(step, RepeatBlock) else [step]:
-            indent = "    " if isinstance(step, RepeatBlock) else "  "
+        indent = "    " if isinstance(step, RepeatBlock) else "  "
+        for call in step.calls():
             print(f"{indent}{call.op}: {registry[call.op].summary} {call.params or ''}")
     print(f"generation: {spec.generation.mode}, prompt '{spec.generation.prompt}'")
     print(f"requires: {', '.join(data['requires']) or 'nothing (no retrieval)'}")

@@ -25,6 +25,9 @@ class OperatorCall(BaseModel):
     def describe(self) -> str:
         return self.op
 
+    def calls(self) -> list[OperatorCall]:
+        return [self]
+
 
 class Rounds(BaseModel):
     """Operators run again round after round (ToG's exploration to a maximum depth).
@@ -49,6 +52,9 @@ class RepeatBlock(BaseModel):
         stop = f" until {self.repeat.until}" if self.repeat.until else ""
         inner = " -> ".join(call.op for call in self.repeat.operators)
         return f"repeat<={self.repeat.rounds}[{inner}]{stop}"
+
+    def calls(self) -> list[OperatorCall]:
+        return list(self.repeat.operators)
 
 
 class GenerationSpec(BaseModel):
@@ -80,8 +86,7 @@ class MethodSpec(BaseModel):
 
     def calls(self) -> list[OperatorCall]:
         """Every operator call, those inside ``repeat`` blocks included, in order."""
-        return [call for step in self.operators
-                for call in (step.repeat.operators if isinstance(step, RepeatBlock) else [step])]
+        return [call for step in self.operators for call in step.calls()]
 
     def requires(self) -> list[str]:
         """Workspace artifacts the operators need (derived, never declared twice)."""
