@@ -155,6 +155,18 @@ def test_query_warns_about_cut_replies(workspace: Path, fakes: dict[str, Any], m
     assert json.loads(whole.stdout)["usage"]["cut_replies"] == 0
 
 
+def test_index_warns_about_cut_extraction_replies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def cutting_stack(settings: Any, ws: Any) -> Any:
+        chat = ScriptedChat()
+        chat.finish_reason = "length"
+        return build_stack(settings, ws.cache(), chat=chat, embedder=HashEmbedder())
+
+    monkeypatch.setattr(cli, "_stack", cutting_stack)
+    result = ok("index", small_corpus(tmp_path), "-w", tmp_path / "ws", "--graph", "kg", "--extractor", "llm", "-q")
+    warnings = [line for line in result.stderr.splitlines() if "cut short" in line]
+    assert len(warnings) == 1 and "build.extract: " in warnings[0]
+
+
 def test_query_uses_method_and_workspace_from_env(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UNIRAG_WORKSPACE", str(workspace))
     monkeypatch.setenv("UNIRAG_METHOD", "cot")
