@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from unirag.build.extract_nlp import NlpExtractor
-from unirag.build.graph_store import GraphStore
-from unirag.build.graphs import project, shared_entity_links
-from unirag.build.merge import merge_extractions
-from unirag.build.tree import TreeConfig, cluster_layer
+from unirag.graph.extract_nlp import NlpExtractor
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.projections import project, shared_entity_links
+from unirag.graph.merge import merge_extractions
+from unirag.graph.tree import TreeConfig, cluster_layer
 from unirag.config import load_settings
 from unirag.llm.factory import build_stack
 from unirag.pipeline import run_index

@@ -81,7 +81,7 @@ def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
 
 
 def quality(workspace: Path) -> dict[str, Any]:
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
     from unirag.index.archrag import ArchragConfig, archrag_partition, community_quality
     from unirag.index.entity_graph import to_entity_graph
     from unirag.index.vector_artifacts import load_vectors

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
-from unirag.build.graph_store import GraphStore
-from unirag.build.merge import merge_extractions
-from unirag.build.types import ChunkExtraction, EntityMention, RelationMention
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.merge import merge_extractions
+from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.index.artifacts import BuildContext, artifact_registry
 from unirag.llm.base import UsageLedger
 from unirag.operators.context import QueryState, Resources

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from unirag.build.extract_nlp import NlpExtractor, clean_title, truncate
-from unirag.build.types import ChunkExtraction, RelationMention
+from unirag.graph.extract_nlp import NlpExtractor, clean_title, truncate
+from unirag.graph.types import ChunkExtraction, RelationMention
 from unirag.errors import UniragError
 from unirag.text.types import Chunk
 

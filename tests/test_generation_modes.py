@@ -427,7 +427,7 @@ def test_the_runner_reports_a_bad_generation_parameter(hand) -> None:
 
 
 def test_prompts_exist_and_take_their_fields() -> None:
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
 
     for name, fields in {"map_answer": ("question", "context", "max_points"),
                          "reduce_answer": ("question", "reports"),

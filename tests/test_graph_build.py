@@ -10,11 +10,11 @@ import networkx as nx
 import pytest
 
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
-from unirag.build.export import export_graph
-from unirag.build.graph_store import GraphStore
-from unirag.build.graphs import project, shared_entity_links
-from unirag.build.merge import merge_extractions, normalize_name, shorten_descriptions
-from unirag.build.types import ChunkExtraction, EntityMention, RelationMention
+from unirag.graph.export import export_graph
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.projections import project, shared_entity_links
+from unirag.graph.merge import merge_extractions, normalize_name, shorten_descriptions
+from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.errors import WorkspaceError
 from unirag.pipeline import run_index
 from unirag.workspace import Workspace
@@ -232,7 +232,7 @@ def test_export_of_a_graph_not_built_is_a_clear_error(tmp_path: Path, corpus: Pa
 
 
 def test_grounding_drops_names_not_in_the_passage() -> None:
-    from unirag.build.extract_llm import ground
+    from unirag.graph.extract_llm import ground
 
     extraction = ex("c1", [("Marie Curie", "person", "copied from the example"), ("Lothair II", "person", ""),
                            ("Teutberga", "person", "")],

@@ -129,7 +129,7 @@ def test_variants_are_built_beside_their_defaults(indexed) -> None:
     assert spectral and all(c.hierarchy == "archrag-spectral" for c in spectral)
     assert store.load("archrag")  # the default hierarchy is still there
     assert ws.artifact_path("chnsw.archrag-spectral").is_dir()
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
 
     graph_store = GraphStore(ws)
     leaves = {node[0] for node in graph_store.load_tree() if node[1] == 0}
@@ -140,7 +140,7 @@ def test_variants_are_built_beside_their_defaults(indexed) -> None:
 
 
 def test_a_tree_from_before_variants_is_migrated(tmp_path: Path) -> None:
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
 
     ws = Workspace.init(tmp_path / "old")
     ws.db.execute("CREATE TABLE tree_nodes (id TEXT PRIMARY KEY, layer INTEGER, text TEXT, children TEXT, "
@@ -156,7 +156,7 @@ def test_a_tree_from_before_variants_is_migrated(tmp_path: Path) -> None:
 
 def test_relationship_text_names_both_ends(indexed) -> None:
     ws, _, _ = indexed
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
 
     graph = GraphStore(ws).load_graph()
     ids, texts = relationship_texts(graph)

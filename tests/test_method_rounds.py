@@ -191,7 +191,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 @pytest.mark.parametrize("name", ["smollm2_no", "smollm2_no_then_rambles_cut"])
 def test_real_stop_check_replies_read_as_not_yet(hand, name: str) -> None:
-    from unirag.build.parse import parse_yes_no
+    from unirag.graph.parse import parse_yes_no
 
     reply = (GOLDEN / "enough_context" / f"{name}.txt").read_bytes().decode("utf-8")
     assert parse_yes_no(reply) is False  # read as NO, not as unreadable

@@ -13,7 +13,7 @@ from fakes import HashEmbedder, ScriptedChat, long_text, make_settings, small_co
 from unirag.config import Settings
 from unirag.errors import MethodError, WorkspaceError
 from unirag.generate.direct import extract_answer
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.index.vectors import HnswIndex
 from unirag.llm.factory import build_stack
 from unirag.methods.runner import MethodRunner, QueryResult

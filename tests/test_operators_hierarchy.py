@@ -25,7 +25,7 @@ import pytest
 
 from tests.fakes import ScriptedChat, fake_stack
 from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
-from unirag.build.graph_store import GraphStore
+from unirag.graph.graph_store import GraphStore
 from unirag.errors import MethodError, WorkspaceError
 from unirag.index.artifacts import BuildContext, artifact_registry
 from unirag.index.community_store import CommunityStore

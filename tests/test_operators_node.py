@@ -11,8 +11,8 @@ import pytest
 
 from tests.fakes import ScriptedChat
 from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
-from unirag.build.merge import merge_extractions
-from unirag.build.types import ChunkExtraction, EntityMention, RelationMention
+from unirag.graph.merge import merge_extractions
+from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.errors import MethodError
 from unirag.operators.context import Resources
 from unirag.operators.graph_index import GraphIndex

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from unirag.build.parse import (
+from unirag.graph.parse import (
     MAX_NAME_LENGTH,
     ParseResult,
     clean_name,
     parse_extraction,
     parse_yes_no,
 )
-from unirag.build.types import ChunkExtraction, RelationMention
+from unirag.graph.types import ChunkExtraction, RelationMention
 
 GOLDEN = Path(__file__).parent / "golden" / "extraction"
 GOLDEN_NAMES = sorted(path.stem for path in GOLDEN.glob("*.txt"))

@@ -1,4 +1,4 @@
-"""The RAPTOR tree (unirag.build.tree): clustering, summaries, recursion, determinism, caching.
+"""The RAPTOR tree (unirag.graph.tree): clustering, summaries, recursion, determinism, caching.
 
 Fast tests use ``reducer="pca"`` for the GMM path: UMAP's numba kernels take
 ~30 s to compile in every new process. The one UMAP test is opt-in
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder, RecordingProgress, ScriptedChat
 
-from unirag.build.tree import (
+from unirag.graph.tree import (
     EMBED_STAGE,
     SUMMARY_STAGE,
     TreeConfig,
@@ -26,7 +26,7 @@ from unirag.build.tree import (
     node_id,
 )
 from unirag.errors import LLMError
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatRequest, EmbeddingBatch
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import CachedChat

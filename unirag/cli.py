@@ -158,7 +158,7 @@ def index(
 ) -> None:
     """Load, chunk, embed and index SOURCES into the workspace, then build the
     requested graphs and indices (resumable; unchanged input is a no-op)."""
-    from unirag.build.graph_build import parse_graph_list
+    from unirag.graph.graph_build import parse_graph_list
     from unirag.index.artifacts import resolve_names
     from unirag.pipeline import run_index
     from unirag.text.loaders import FORMATS
@@ -332,7 +332,7 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
 @_handle_errors
 def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """Counts of documents and chunks, graphs, communities per level, artifacts, and usage per stage."""
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
     from unirag.workspace import Workspace
 
     ws = Workspace.open(workspace)
@@ -548,7 +548,7 @@ def export(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output file (graphml) or directory (parquet)")] = None,
 ) -> None:
     """Write one graph type as GraphML (networkx-readable) or Parquet node/edge tables."""
-    from unirag.build.export import export_graph
+    from unirag.graph.export import export_graph
     from unirag.workspace import Workspace
 
     ws = Workspace.open(workspace)

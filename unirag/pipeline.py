@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unirag.build.corpus import IngestReport, ingest
+from unirag.graph.corpus import IngestReport, ingest
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.index.artifacts import BuildContext, ensure_artifacts

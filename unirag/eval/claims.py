@@ -43,7 +43,7 @@ import numpy as np
 
 from unirag.eval.judge_base import clip, make_key, pending, require_chat
 from unirag.eval.judge_parse import parse_list
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatModel, ChatRequest
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress

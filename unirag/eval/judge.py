@@ -82,7 +82,7 @@ from unirag.eval.questions import (
     generate_questions,
     sample_texts,
 )
-from unirag.generate.prompts import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.llm.base import ChatModel, ChatRequest
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress

@@ -44,7 +44,7 @@ from unirag.generate.map_reduce import (
     pack_texts,
     prompt_room,
 )
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 

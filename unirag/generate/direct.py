@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from unirag.generate.prompts import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer

@@ -55,7 +55,7 @@ from typing import Any
 
 from unirag.errors import MethodError
 from unirag.generate.direct import MARGIN, extract_answer
-from unirag.generate.prompts import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import Tokenizer, get_tokenizer

@@ -109,7 +109,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,

@@ -74,7 +74,7 @@ class BuildContext:
     @property
     def store(self) -> Any:
         if self._store is None:
-            from unirag.build.graph_store import GraphStore
+            from unirag.graph.graph_store import GraphStore
 
             self._store = GraphStore(self.workspace)
         return self._store
@@ -115,14 +115,14 @@ def _chunk_tfidf(ctx: BuildContext) -> bool:
 
 
 def _graph(ctx: BuildContext) -> bool:
-    from unirag.build.graph_build import build_merged_graph
+    from unirag.graph.graph_build import build_merged_graph
 
     return build_merged_graph(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress)
 
 
 def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.build.graph_build import build_chunk_links
+        from unirag.graph.graph_build import build_chunk_links
 
         return build_chunk_links(ctx.workspace, ctx.store, ctx.settings, kind)
 
@@ -131,7 +131,7 @@ def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
 
 def _tree(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.build.graph_build import build_tree_artifact
+        from unirag.graph.graph_build import build_tree_artifact
 
         return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress,
                                    name=tree_names(variant)[0], preset=TREE_VARIANTS.get(variant))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from unirag.build.merge import MergedGraph
+from unirag.graph.merge import MergedGraph
 from unirag.index.hierarchy import EntityGraph
 
 

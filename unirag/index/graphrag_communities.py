@@ -661,7 +661,7 @@ def _report_round(
     label: str,
 ) -> None:
     """Report every community of ``batch`` (their children are reported already), concurrently."""
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.batch import complete_all
 
     graph = elements.graph

@@ -364,7 +364,7 @@ def _aggregate_entities(
 
     One call per cluster of two or more nodes (Eq. 4); a singleton repeats its member.
     """
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.batch import complete_all
     from unirag.text.tokenizer import get_tokenizer
 
@@ -410,7 +410,7 @@ def _aggregate_relations(
     Above ``tau`` relations the LLM summarises them; otherwise (and when its
     reply is empty) the description is their concatenation.
     """
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.batch import complete_all
     from unirag.text.tokenizer import get_tokenizer
 

@@ -119,7 +119,7 @@ class MethodSpec(BaseModel):
             missing = [need for need in spec.needs_for(call.params) if need not in self.question]
             if missing:
                 raise MethodError(f"{where}: operator {call.op} needs question conversion {', '.join(missing)}")
-        from unirag.generate.prompts import load_prompt
+        from unirag.prompts.prompt import load_prompt
 
         prompts = [("generation.prompt", self.generation.prompt)] + [
             (f"operators.{position}.repeat.until", step.repeat.until) for position, step in enumerate(self.operators)

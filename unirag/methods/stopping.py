@@ -10,9 +10,9 @@ rounds, never a missed hop.
 
 from __future__ import annotations
 
-from unirag.build.parse import parse_yes_no
+from unirag.graph.parse import parse_yes_no
 from unirag.generate.direct import fitted_context
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.operators.context import QueryState
 

@@ -106,7 +106,7 @@ class Resources:
 
     def graph(self) -> Any:
         """The merged graph as sparse matrices (:class:`GraphIndex`), loaded once."""
-        from unirag.build.graph_store import GraphStore
+        from unirag.graph.graph_store import GraphStore
         from unirag.operators.graph_index import GraphIndex
 
         return self._artifact("graph", lambda: GraphIndex.from_graph(GraphStore(self.workspace).load_graph(),

@@ -62,7 +62,7 @@ class GraphIndex:
 
     @classmethod
     def from_graph(cls, graph: Any, chunk_ids: list[str]) -> GraphIndex:
-        """Build from a :class:`~unirag.build.merge.MergedGraph` and the corpus's chunk ids."""
+        """Build from a :class:`~unirag.graph.merge.MergedGraph` and the corpus's chunk ids."""
         from scipy.sparse import coo_matrix
 
         entity_ids = list(graph.entities)

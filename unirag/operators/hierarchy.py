@@ -154,7 +154,7 @@ def _tree_nodes(resources: Resources, tree: str, ids: list[str]) -> dict[str, tu
     """(layer, text, children) of the nodes ``ids`` of tree ``tree`` (a primary-key lookup of the few hits)."""
     import json
 
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
 
     if not ids:
         return {}

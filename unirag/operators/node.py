@@ -206,7 +206,7 @@ def agent_select(
     """Ask the LLM (prompt ``agent_select``) which of the ``candidates`` help
     answer the question; (chosen (id, candidate score) best first, True) or,
     when the reply names none, (the top-k candidates, False)."""
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.base import ChatRequest
 
     prompt = load_prompt("agent_select")

@@ -49,7 +49,7 @@ def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
     """The passage graph of ``chunk_links:<kind>`` over the chunk-vector rows, built once per process."""
     from scipy.sparse import coo_matrix
 
-    from unirag.build.graph_store import GraphStore
+    from unirag.graph.graph_store import GraphStore
 
     def build() -> PassageGraph:
         stored = vector_rows(resources, "chunk_vectors")
@@ -84,7 +84,7 @@ def _evidence_text(reply: str) -> str:
 def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | None, str]:
     """Ask the LLM (prompt ``kgp_next``) what is still missing after ``chunk_id``;
     the embedding of question + reply, or (None, "") when the reply is empty."""
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.base import ChatRequest
     from unirag.text.tokenizer import get_tokenizer
 

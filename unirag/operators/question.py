@@ -35,7 +35,7 @@ def embed_question(state: QueryState) -> None:
 
 
 def _ask(state: QueryState, prompt_name: str, stage: str, max_tokens: int) -> str:
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.base import ChatRequest
 
     prompt = load_prompt(prompt_name)

@@ -407,7 +407,7 @@ def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     first ``top_k`` paths. Writes ``state.paths``; returns ``path`` items
     scored by the kept order (1, then lower).
     """
-    from unirag.generate.prompts import load_prompt
+    from unirag.prompts.prompt import load_prompt
     from unirag.llm.base import ChatRequest
 
     if not state.paths or top_k <= 0:

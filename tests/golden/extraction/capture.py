@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatRequest
 from unirag.llm.embedded import EmbeddedChat
 

@@ -4,7 +4,7 @@ relationships from co-occurrence within sentences.
 Why it exists: it builds a real graph offline, with no model endpoint and no
 cost, which makes it useful on its own (cf. Microsoft GraphRAG's "fast"
 indexing) and as a baseline for the LLM extractor. It yields the same
-:class:`~unirag.build.types.ChunkExtraction` shape as the LLM extractor, so
+:class:`~unirag.graph.types.ChunkExtraction` shape as the LLM extractor, so
 every later projection (KG, TKG, RKG) works on either.
 
 Design, in short:
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from unirag.build.types import ChunkExtraction, EntityMention, RelationMention
+from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.errors import UniragError
 from unirag.text.types import Chunk
 

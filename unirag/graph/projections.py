@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.build.merge import MergedGraph
+from unirag.graph.merge import MergedGraph
 
 GRAPH_TYPES = ("kg", "tkg", "rkg", "pg", "tree", "hybrid")
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from unirag.build.types import ChunkExtraction
-from unirag.generate.prompts import load_prompt
+from unirag.graph.types import ChunkExtraction
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatModel, ChatRequest
 from unirag.progress import Progress
 

@@ -71,7 +71,7 @@ from typing import Literal
 
 import numpy as np
 
-from unirag.generate.prompts import load_prompt
+from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import (
     ChatModel,
     ChatRequest,

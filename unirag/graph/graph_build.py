@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from unirag.build.graph_store import GraphStore
-from unirag.build.graphs import GRAPH_TYPES, shared_entity_links
-from unirag.build.merge import merge_extractions, shorten_descriptions
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.projections import GRAPH_TYPES, shared_entity_links
+from unirag.graph.merge import merge_extractions, shorten_descriptions
 from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError
 from unirag.llm.factory import Models
@@ -42,10 +42,10 @@ def parse_graph_list(text: str | None) -> list[str]:
 def make_extractor(settings: Settings, models: Models) -> Any:
     kind = settings.graph.resolved_extractor(settings.chat)
     if kind == "nlp":
-        from unirag.build.extract_nlp import NlpExtractor
+        from unirag.graph.extract_nlp import NlpExtractor
 
         return NlpExtractor()
-    from unirag.build.extract_llm import LlmExtractor
+    from unirag.graph.extract_llm import LlmExtractor
 
     return LlmExtractor(models.chat, settings.graph, settings.chat.temperature)
 
@@ -61,7 +61,7 @@ def run_extraction(
         return extractor.name, 0
     with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:
         if hasattr(extractor, "extract_groups"):
-            from unirag.build.extract_llm import plan_groups
+            from unirag.graph.extract_llm import plan_groups
 
             groups = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
             for extractions in extractor.extract_groups(groups, settings.concurrency):
@@ -138,7 +138,7 @@ def build_tree_artifact(
     (``tree:kmeans`` is the survey's RAPTOR-K: K-means instead of the Gaussian
     mixture); it wins over ``graph.tree`` for the keys it names.
     """
-    from unirag.build.tree import TreeConfig, build_tree
+    from unirag.graph.tree import TreeConfig, build_tree
 
     ts = settings.graph.tree.model_copy(update=preset or {})
     config = TreeConfig(

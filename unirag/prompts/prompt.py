@@ -1,8 +1,11 @@
-"""Prompts live in ``prompts/*.yaml``, each with a version.
+"""Prompts live in ``prompts/{index,query,eval}/*.yaml``, each with a version.
 
 The version is part of every cache key (``name@version``): editing a prompt
 without bumping its version would silently reuse stale answers, so the loader
 also mixes a hash of the text into the version string it reports.
+
+:meth:`Prompt.request` is the one way a prompt becomes a :class:`ChatRequest`:
+the prompt's cache version always travels with its messages.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from unirag.errors import MethodError
+from unirag.llm.base import ChatRequest
 
-PROMPT_DIR = Path(__file__).parent / "prompts"
+PROMPT_DIR = Path(__file__).parent
+PROMPT_GROUPS = ("index", "query", "eval")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -50,14 +55,34 @@ class Prompt:
         out.append({"role": "user", "content": fill(self.user).strip()})
         return tuple(out)
 
+    def request(
+        self,
+        stage: str,
+        *,
+        max_tokens: int,
+        temperature: float = 0.0,
+        json_mode: bool = False,
+        **fields: str,
+    ) -> ChatRequest:
+        """The chat request that asks this prompt with ``fields`` filled, charged to ``stage``."""
+        return ChatRequest(
+            messages=self.messages(**fields),
+            stage=stage,
+            prompt_version=self.cache_version,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            json_mode=json_mode,
+        )
+
 
 @lru_cache(maxsize=64)
 def load_prompt(name: str) -> Prompt:
     import yaml
 
-    path = PROMPT_DIR / f"{name}.yaml"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in PROMPT_DIR.glob("*.yaml")))
+    path = next((PROMPT_DIR / group / f"{name}.yaml" for group in PROMPT_GROUPS
+                 if (PROMPT_DIR / group / f"{name}.yaml").is_file()), None)
+    if path is None:
+        known = ", ".join(sorted(p.stem for p in PROMPT_DIR.glob("*/*.yaml")))
         raise MethodError(f"unknown prompt '{name}' (known: {known})")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     return Prompt(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unirag.build.graph_store import GraphStore
-from unirag.build.graphs import GRAPH_TYPES, GraphView, project
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.projections import GRAPH_TYPES, GraphView, project
 from unirag.errors import UniragError, WorkspaceError
 from unirag.workspace import Workspace, atomic_path
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unirag.build.types import (
+from unirag.graph.types import (
     ChunkExtraction,
     ClaimMention,
     EntityMention,

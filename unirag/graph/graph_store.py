@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from unirag.build.merge import Claim, Entity, MergedGraph, Relationship
-from unirag.build.types import ChunkExtraction
+from unirag.graph.merge import Claim, Entity, MergedGraph, Relationship
+from unirag.graph.types import ChunkExtraction
 from unirag.workspace import Workspace
 
 _SCHEMA = """

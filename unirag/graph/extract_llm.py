@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from unirag.build.merge import normalize_name
-from unirag.build.parse import parse_extraction, parse_yes_no
-from unirag.build.types import ChunkExtraction
+from unirag.graph.merge import normalize_name
+from unirag.graph.parse import parse_extraction, parse_yes_no
+from unirag.graph.types import ChunkExtraction
 from unirag.config import GraphSettings, config_hash
-from unirag.generate.prompts import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.llm.base import ChatModel, ChatRequest
 from unirag.text.types import Chunk
 
