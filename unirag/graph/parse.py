@@ -38,6 +38,7 @@ from unirag.graph.types import (
     EntityMention,
     RelationMention,
 )
+from unirag.text.replies import strip_think
 from unirag.text.json_reply import repair_json
 
 MAX_NAME_LENGTH = 120
@@ -48,7 +49,6 @@ _MAX_DEPTH = 32
 # per round; real names need two or three, and the cap bounds the work.
 _CLEAN_ROUNDS = 8
 
-_THINK_TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
 _JSON_START = re.compile(r"[{\[]")
 _DECODER = json.JSONDecoder()
 # Characters a JSON value can end with: where prose may start after valid JSON.
@@ -226,7 +226,7 @@ def parse_yes_no(text: str) -> bool | None:
     Reasoning blocks are skipped, and an echo of the question's "YES or NO" is
     ignored so a model repeating the instruction is not read as answering YES.
     """
-    body = _YES_OR_NO.sub(" ", _strip_think(text))
+    body = _YES_OR_NO.sub(" ", strip_think(text))
     match = _YES_NO.search(body)
     if match:
         return match.group(1).lower() == "yes"
@@ -236,39 +236,6 @@ def parse_yes_no(text: str) -> bool | None:
     if short in ("n", "false"):
         return False
     return None
-
-
-def _strip_think(text: str) -> str:
-    """Remove ``<think>`` blocks; keep the reasoning only if the answer is inside it.
-
-    A ``</think>`` with no opening tag (the template opened it) drops everything
-    before it; an opening tag never closed (cut by ``max_tokens``) is removed and
-    the rest parsed anyway, since the answer may follow the reasoning.
-    """
-    outside: list[str] = []
-    inside: list[str] = []
-    pos = 0
-    open_at: int | None = None
-    for match in _THINK_TAG.finditer(text):
-        if match.group(1):  # closing tag
-            if open_at is None:
-                outside.clear()
-                inside.append(text[pos : match.start()])
-            else:
-                inside.append(text[open_at : match.start()])
-                open_at = None
-            pos = match.end()
-        elif open_at is None:
-            outside.append(text[pos : match.start()])
-            open_at = match.end()
-    if open_at is not None:
-        outside.append(text[open_at:])
-    else:
-        outside.append(text[pos:])
-    body = "".join(outside)
-    if not body.strip() and inside:
-        return "\n".join(inside)
-    return body
 
 
 # --------------------------------------------------------------------------- JSON spans
@@ -877,7 +844,7 @@ def parse_extraction(text: str, passages: Mapping[str, str], with_claims: bool =
     only = chunk_ids[0] if len(chunk_ids) == 1 else None
 
     dropped: Counter[str] = Counter()
-    body = _strip_think(text if isinstance(text, str) else "")
+    body = strip_think(text if isinstance(text, str) else "")
     collector = _Collector(labels)
     leftover = _collect_json(body, collector, dropped)
     lines = [line for line in _TUPLE_SPLIT.split(leftover) if line.strip()]
