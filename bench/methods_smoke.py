@@ -33,7 +33,7 @@ def main() -> None:
     from unirag.llm.factory import build_stack
     from unirag.methods.runner import MethodRunner
     from unirag.methods.spec import builtin_methods
-    from unirag.pipeline import build_missing
+    from unirag.pipeline import prepare_query
     from unirag.workspace import Workspace
 
     questions = load_dataset(str(args.questions), limit=args.limit).questions
@@ -46,7 +46,7 @@ def main() -> None:
     with open(args.out, "w", encoding="utf-8") as out:
         for name in names:
             spec = builtin_methods()[name]
-            build_missing(ws, settings, stack, spec.requires())
+            prepare_query(ws, settings, stack, spec.requires())
             for question in questions:
                 started = time.perf_counter()
                 result = runner.run(spec, question.question, generate=not args.retrieve_only)

@@ -273,7 +273,7 @@ def test_query_builds_a_missing_artifact_first(indexed) -> None:
     result = CliRunner().invoke(app, ["query", "capital of Poland", "-w", str(root), "-m", "bm25",
                                       "--retrieve-only", "--json"])
     assert result.exit_code == 0, result.output
-    assert "built what bm25 needs first: chunk_bm25" in result.stderr
+    assert "brought what bm25 needs up to date first: chunk_bm25 (missing)" in result.stderr
     assert json.loads(result.stdout)["context"][0]["source"] == "Warsaw"
 
 

@@ -134,6 +134,9 @@ def index(
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="tokens per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option("--chunk-overlap", help="overlapping tokens")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="re-chunk from scratch (caches are kept)")] = False,
+    sync: Annotated[
+        bool, typer.Option("--sync", help="also delete the documents of files gone from the given directories")
+    ] = False,
     graph: Annotated[
         str | None, typer.Option("--graph", "-g", help="graphs to build: kg,tkg,rkg,pg,tree,hybrid or all")
     ] = None,
@@ -198,7 +201,7 @@ def index(
         report = run_index(
             ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
             _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=graphs,
-            artifacts=artifacts,
+            artifacts=artifacts, sync=sync,
         )
     finally:
         ws.close()
@@ -210,6 +213,8 @@ def index(
     print(
         f"indexed {data['documents_added']} new documents ({data['chunks_added']} chunks); "
         f"{data['already_indexed']} already indexed; {data['duplicates_skipped']} duplicates skipped"
+        + (f"; removed {data['documents_removed']} old or vanished documents ({data['chunks_removed']} chunks)"
+           if data["documents_removed"] else "")
     )
     print(
         f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
@@ -232,12 +237,19 @@ def query(
     retrieve_only: Annotated[
         bool, typer.Option("--retrieve-only", help="stop after retrieval: context without an answer")
     ] = False,
+    no_build: Annotated[
+        bool, typer.Option("--no-build", help="fail instead of building missing or stale artifacts first")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION with a method over the workspace; show the answer and its sources."""
+    """Answer QUESTION with a method over the workspace; show the answer and its sources.
+
+    Artifacts the method needs that are missing, or built on an older corpus, are
+    brought up to date first (and said so); ``--no-build`` refuses instead."""
+    from unirag.llm.base import UsageLedger
     from unirag.methods.runner import MethodRunner
     from unirag.methods.spec import resolve_method
-    from unirag.pipeline import build_missing
+    from unirag.pipeline import prepare_query
     from unirag.workspace import Workspace
 
     settings = _settings(
@@ -249,9 +261,13 @@ def query(
     try:
         stack = _stack(settings, ws)
         progress = _show_progress(as_json)
-        built = build_missing(ws, settings, stack, spec.requires(), progress)
+        refresh = UsageLedger()
+        built = prepare_query(ws, settings, stack, spec.requires(), progress, build=not no_build, ledger=refresh)
         if built:
-            _err(f"built what {spec.name} needs first: {', '.join(built)}")
+            total = refresh.total()
+            _err(f"brought what {spec.name} needs up to date first: "
+                 + "; ".join(f"{name} ({why})" for name, why in built.items())
+                 + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
         runner = MethodRunner(ws, settings, stack, progress)
         result = runner.run(spec, question, generate=not retrieve_only)
         ws.record_usage(f"query:{spec.name}", result.ledger)
@@ -259,7 +275,10 @@ def query(
         ws.close()
     _warn_cut_replies(result.ledger)
     if as_json:
-        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+        data = result.to_json()
+        if built:
+            data["refreshed"] = {"artifacts": built, "usage_by_stage": refresh.to_json()}
+        print(json.dumps(data, ensure_ascii=False, indent=2))
         return
     from rich.console import Console
 
@@ -281,6 +300,60 @@ def query(
         f"[dim]{usage['llm_calls']} LLM calls ({usage['cache_hits']} cached), {usage['prompt_tokens']} prompt + "
         f"{usage['completion_tokens']} completion tokens, {result.timings['total']:.2f} s[/dim]"
     )
+
+
+@app.command()
+@_handle_errors
+def documents(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
+    """List the workspace's documents: id, chunks, when added, and where each came from."""
+    from unirag.workspace import Workspace
+
+    ws = Workspace.open(workspace)
+    try:
+        rows = ws.documents()
+    finally:
+        ws.close()
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        return
+    for row in rows:
+        sources = ", ".join(row["sources"]) or "(no source)"
+        title = f" {row['title']!r}" if row["title"] else ""
+        print(f"{row['id']}{title}  {row['chunks']} chunks  added {row['added']}  {sources}")
+    print(f"{len(rows)} documents")
+
+
+@app.command()
+@_handle_errors
+def delete(
+    targets: Annotated[
+        list[str], typer.Argument(help="document ids, indexed files or directories, or FILE#RECORD_ID",
+                                  show_default=False)
+    ],
+    workspace: WorkspaceOpt,
+    chat_base_url: ChatUrlOpt = None,
+    chat_model: ChatModelOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete documents with their chunks and everything derived only from them, then
+    refresh every built graph, index and hierarchy (unchanged summaries come from the cache)."""
+    from unirag.pipeline import run_delete
+    from unirag.workspace import Workspace
+
+    settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)
+    ws = Workspace.open(workspace)
+    try:
+        report = run_delete(ws, targets, settings, _stack(settings, ws), _show_progress(quiet))
+    finally:
+        ws.close()
+    data = report.to_json()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    print(f"deleted {data['documents_removed']} documents ({data['chunks_removed']} chunks)")
+    print(f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
+          f"refreshed: {', '.join(data['rebuilt']) or 'nothing'}")
 
 
 @methods_app.callback()
@@ -357,6 +430,8 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
                 for name, entry in manifest.items() if name.startswith("communities:")
             },
             "artifacts": manifest,
+            "corpus_version": ws.corpus_version(),
+            "stale_artifacts": ws.stale_artifacts(),
             "cache": ws.cache().counts(),
             "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
         }
@@ -370,6 +445,10 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     for name, entry in sorted(data["artifacts"].items()):
         print(f"  artifact {name}: {entry.get('count', entry.get('entities', '?'))} items, "
               f"built {entry.get('built_at', '?')}")
+    if data["stale_artifacts"]:
+        print(f"  stale (built on an older corpus than version {data['corpus_version']}; the next index, "
+              f"delete or query refreshes them): "
+              + ", ".join(f"{name} (v{version})" for name, version in sorted(data["stale_artifacts"].items())))
     for kind, counts in data["graphs"].items():
         print(f"  graph {kind:<7} {counts['nodes']:>8} nodes {counts['edges']:>9} edges")
     for name, info in data["communities"].items():

@@ -114,6 +114,9 @@ class LoaderSettings(_Section):
 
     text_field: str = "text"
     title_field: str = "title"
+    # A record's own id: with it, re-indexing a changed record replaces the old version and
+    # ``unirag delete FILE#ID`` removes just that record.
+    id_field: str = "id"
 
 
 class RetrievalSettings(_Section):

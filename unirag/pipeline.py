@@ -1,7 +1,15 @@
-"""Indexing end to end: ingest (build) -> chunk vectors and BM25 -> requested graphs and indices.
+"""Indexing end to end: ingest (build) -> chunk vectors and BM25 -> requested graphs and indices;
+deleting documents; bringing what a query needs up to date.
 
-Kept apart from the CLI so tests, benchmarks and the evaluator call the same
-function. Usage is charged to named stages and stored in the workspace.
+Kept apart from the CLI so tests, benchmarks, the evaluator (and the library
+API) call the same functions. Usage is charged to named stages and stored in
+the workspace.
+
+Every change of the corpus (insert, replace, delete) refreshes every artifact
+the workspace has built, not only the ones asked for: an artifact is never
+left behind its corpus by an index or delete run. Refreshing is incremental
+where it counts: extraction runs only for new chunks, embeddings of unchanged
+texts and every model reply whose prompt did not change come from the cache.
 """
 
 from __future__ import annotations
@@ -12,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unirag.graph.corpus import IngestReport, ingest
+from unirag.graph.corpus import IngestReport, ingest, remove_documents
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
-from unirag.index.artifacts import BuildContext, ensure_artifacts
+from unirag.index.artifacts import BuildContext, built_artifacts, ensure_artifacts, outdated
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
 from unirag.progress import Progress
@@ -39,6 +47,8 @@ class IndexReport:
             "already_indexed": report.already_indexed,
             "duplicates_skipped": report.duplicates,
             "chunks_added": report.chunks_added,
+            "documents_removed": report.documents_removed,
+            "chunks_removed": report.chunks_removed,
             "warnings": report.warnings,
             "rebuilt": self.rebuilt,
             "llm_calls": total.llm_calls,
@@ -60,6 +70,7 @@ def run_index(
     graphs: list[str] | None = None,
     artifacts: list[str] | None = None,
     documents: Iterable[Document] | None = None,
+    sync: bool = False,
 ) -> IndexReport:
     """Add the sources to the workspace and bring the chunk artifacts, the
     requested graphs (default: ``graph.graphs``) and ``artifacts`` (names or
@@ -67,7 +78,9 @@ def run_index(
 
     ``rebuild`` re-chunks from scratch, but only once a first batch of the new
     sources has loaded: a mistyped path never wipes the corpus. ``documents``
-    (already loaded, e.g. a benchmark's passages) are added like sources.
+    (already loaded, e.g. a benchmark's passages) are added like sources. Re-indexed
+    files replace their old documents; ``sync`` deletes those of files gone from the
+    given directories. Every artifact built before is refreshed too.
     """
     progress = progress or Progress()
     ledger = UsageLedger()
@@ -78,7 +91,7 @@ def run_index(
         try:
             tick = time.perf_counter()
             if sources or rebuild or documents is not None:
-                report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild, documents)
+                report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild, documents, sync)
             else:  # build on the corpus already stored
                 report = IngestReport()
                 if not workspace.chunk_ids():
@@ -86,7 +99,11 @@ def run_index(
             timings["build.chunks"] = time.perf_counter() - tick
             wanted = graphs if graphs is not None else list(settings.graph.graphs)
             ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
-            ensure_artifacts(ctx, ["chunk_vectors", "chunk_bm25", *wanted, *(artifacts or [])])
+            if workspace.chunk_ids():
+                ensure_artifacts(ctx, ["chunk_vectors", "chunk_bm25", *wanted, *(artifacts or []),
+                                       *built_artifacts(workspace)])
+            else:  # --sync removed every document
+                _drop_derived(workspace)
         finally:
             # Usage is kept even when the run dies: the calls were made (and cached).
             if ledger.stages:
@@ -94,25 +111,124 @@ def run_index(
     return IndexReport(report, rebuilt, ledger, timings)
 
 
-def build_missing(
-    workspace: Workspace, settings: Settings, stack: ModelStack, names: Sequence[str], progress: Progress | None = None
-) -> list[str]:
-    """Build the artifacts in ``names`` that the workspace lacks (with what they
-    need), as a query does before it runs a method: lazily, once. Staleness is
-    ``unirag index``'s business; this only fills what is missing."""
-    missing = [name for name in names if workspace.manifest_entry(name) is None]
-    if not missing:
-        return []
+@dataclass
+class DeleteReport:
+    documents_removed: int
+    chunks_removed: int
+    rebuilt: list[str]
+    ledger: UsageLedger
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        total = self.ledger.total()
+        return {
+            "documents_removed": self.documents_removed,
+            "chunks_removed": self.chunks_removed,
+            "rebuilt": self.rebuilt,
+            "llm_calls": total.llm_calls,
+            "embedding_calls": total.embedding_calls,
+            "usage_by_stage": self.ledger.to_json(),
+            "timings": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+def _drop_derived(workspace: Workspace) -> None:
+    """An emptied corpus: no graph, communities, tree or index files remain."""
+    from unirag.graph.graph_store import GraphStore
+    from unirag.index.community_store import CommunityStore
+
+    GraphStore(workspace).clear_derived()
+    CommunityStore(workspace).clear()
+    workspace.drop_artifacts()
+
+
+def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> set[str]:
+    """The documents ``targets`` name (ids, files, directories, ``file#record``); one line
+    naming the first target that matches nothing, before anything is changed."""
+    doc_ids: set[str] = set()
+    for target in targets:
+        found = workspace.find_documents(target)
+        if not found:
+            raise SourceError(
+                f"no document '{target}' in {workspace.root}: give a document id, an indexed file or "
+                f"directory, or FILE#RECORD_ID (see 'unirag documents -w {workspace.root}'); nothing was deleted"
+            )
+        doc_ids |= found
+    return doc_ids
+
+
+def run_delete(
+    workspace: Workspace,
+    targets: Sequence[str],
+    settings: Settings,
+    stack: ModelStack,
+    progress: Progress | None = None,
+) -> DeleteReport:
+    """Delete the documents ``targets`` name, with their chunks and extractions, then
+    refresh every built artifact on the corpus that remains (the model cache answers
+    every prompt that did not change). Unknown targets change nothing.
+
+    A kill after the documents are deleted leaves stale artifacts, which the next
+    index, delete or query refreshes: the corpus version says they are behind.
+    """
+    progress = progress or Progress()
+    ledger = UsageLedger()
+    timings: dict[str, float] = {}
+    rebuilt: list[str] = []
+    with workspace.writing():
+        doc_ids = resolve_targets(workspace, targets)
+        tick = time.perf_counter()
+        chunk_ids = remove_documents(workspace, doc_ids)
+        timings["delete.documents"] = time.perf_counter() - tick
+        try:
+            if workspace.chunk_ids():
+                ctx = BuildContext(workspace, settings, stack.accounted(ledger), progress, timings=timings,
+                                   rebuilt=rebuilt)
+                ensure_artifacts(ctx, built_artifacts(workspace))
+            else:
+                _drop_derived(workspace)
+        finally:
+            if ledger.stages:
+                workspace.record_usage("delete", ledger)
+    return DeleteReport(len(doc_ids), len(chunk_ids), rebuilt, ledger, timings)
+
+
+def prepare_query(
+    workspace: Workspace,
+    settings: Settings,
+    stack: ModelStack,
+    names: Sequence[str],
+    progress: Progress | None = None,
+    build: bool = True,
+    ledger: UsageLedger | None = None,
+) -> dict[str, str]:
+    """Make the artifacts ``names`` (with what they need) current before a query runs:
+    build the missing, refresh those built on an older corpus. Returns what was done
+    (artifact -> why); the model calls are charged to ``ledger`` (the query's own).
+
+    With ``build=False`` (``--no-build``) nothing is built: an artifact that is missing
+    or behind its corpus is one line naming it and the command that brings it up to date.
+    A query never answers from an artifact built on an older corpus.
+    """
+    needed = outdated(workspace, list(names))
+    if not needed:
+        return {}
     if not workspace.chunk_ids():
         raise WorkspaceError(
             f"{workspace.root} has no indexed corpus: run 'unirag index SOURCE -w {workspace.root}' first"
         )
-    ledger = UsageLedger()
+    if not build:
+        name, why = next(iter(needed.items()))
+        raise WorkspaceError(
+            f"artifact '{name}' is {why if why == 'missing' else 'stale (' + why + ')'}: run "
+            f"'unirag index -w {workspace.root} --index {name}' or query without --no-build"
+        )
+    ledger = ledger if ledger is not None else UsageLedger()
     ctx = BuildContext(workspace, settings, stack.accounted(ledger), progress or Progress())
     with workspace.writing():
         try:
-            ensure_artifacts(ctx, missing)
+            ensure_artifacts(ctx, list(needed))
         finally:
             if ledger.stages:
-                workspace.record_usage("index", ledger)
-    return ctx.rebuilt
+                workspace.record_usage("query.refresh", ledger)
+    return needed

@@ -45,6 +45,12 @@ CREATE TABLE IF NOT EXISTS manifest (name TEXT PRIMARY KEY, entry TEXT);
 CREATE TABLE IF NOT EXISTS usage (
     id INTEGER PRIMARY KEY AUTOINCREMENT, command TEXT, stage TEXT, usage TEXT, created REAL
 );
+CREATE TABLE IF NOT EXISTS document_sources (
+    doc_id TEXT, origin TEXT, record_key TEXT, added REAL, PRIMARY KEY (doc_id, origin, record_key)
+);
+CREATE INDEX IF NOT EXISTS document_sources_origin ON document_sources (origin);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 """
 
 
@@ -137,7 +143,20 @@ class Workspace:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._db.commit()
+            self._adopt_legacy_sources(self._db)
         return self._db
+
+    @staticmethod
+    def _adopt_legacy_sources(db: sqlite3.Connection) -> None:
+        """A workspace from before document identity: each document's stored source
+        becomes its origin, so ``delete``, ``documents`` and ``--sync`` see it."""
+        if db.execute("SELECT 1 FROM document_sources LIMIT 1").fetchone():
+            return
+        if not db.execute("SELECT 1 FROM documents LIMIT 1").fetchone():
+            return
+        with db:
+            db.execute("INSERT OR IGNORE INTO document_sources SELECT id, COALESCE(source, ''), '', added "
+                       "FROM documents")
 
     def cache(self) -> Any:
         """The persistent model-response cache of this workspace (opened once)."""
@@ -179,7 +198,8 @@ class Workspace:
         return {row[0] for row in self.db.execute("SELECT id FROM documents")}
 
     def add_documents(self, items: Iterable[tuple[Document, list[Chunk]]]) -> tuple[int, int]:
-        """Append documents with their chunks in one transaction; returns counts added."""
+        """Append documents with their chunks and origins in one transaction; returns
+        counts added. Adding anything moves the corpus to a new version."""
         now = time.time()
         docs = chunks = 0
         with self.db:
@@ -195,14 +215,129 @@ class Workspace:
                     [(c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks],
                 )
                 chunks += max(cur.rowcount, 0)
+                self.db.execute("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",
+                                (doc.id, doc.origin, doc.record_key, now))
+            if docs or chunks:
+                self._bump_corpus_version()
         return docs, chunks
+
+    def add_sources(self, docs: Iterable[Document]) -> None:
+        """Record another origin of documents already stored (the same text in a second file)."""
+        now = time.time()
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",
+                                [(doc.id, doc.origin, doc.record_key, now) for doc in docs])
 
     def clear_corpus(self) -> None:
         """Forget documents, chunks and manifest (caches stay: rebuilding is then cheap)."""
         with self.db:
             self.db.execute("DELETE FROM chunks")
             self.db.execute("DELETE FROM documents")
+            self.db.execute("DELETE FROM document_sources")
             self.db.execute("DELETE FROM manifest")
+            self._bump_corpus_version()
+
+    # -- document identity -------------------------------------------------
+    def documents(self) -> list[dict[str, Any]]:
+        """Every document: id, title, origins (``path`` or ``path#record``), chunks, added."""
+        origins: dict[str, list[str]] = {}
+        for doc_id, origin, key in self.db.execute(
+                "SELECT doc_id, origin, record_key FROM document_sources ORDER BY origin, record_key"):
+            origins.setdefault(doc_id, []).append(f"{origin}#{key}" if key else origin)
+        rows = self.db.execute(
+            "SELECT d.id, d.title, d.n_chars, d.added, COUNT(c.id) FROM documents d "
+            "LEFT JOIN chunks c ON c.doc_id = d.id GROUP BY d.id ORDER BY d.added, d.id")
+        return [{"id": doc_id, "title": title, "sources": origins.get(doc_id, []), "chars": n_chars,
+                 "chunks": n_chunks, "added": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(added))}
+                for doc_id, title, n_chars, added, n_chunks in rows]
+
+    def documents_of_origin(self, origin: str) -> set[str]:
+        """Ids of the documents stored from ``origin`` (a resolved path)."""
+        return {row[0] for row in self.db.execute("SELECT doc_id FROM document_sources WHERE origin = ?", (origin,))}
+
+    def origins(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT DISTINCT origin FROM document_sources")}
+
+    def find_documents(self, target: str) -> set[str]:
+        """The documents ``target`` names: a document id, an origin (a file, or every file
+        under a directory), or ``origin#record`` for one record of a JSON/JSONL file."""
+        db = self.db
+        if db.execute("SELECT 1 FROM documents WHERE id = ?", (target,)).fetchone():
+            return {target}
+        path, _, key = target.partition("#")
+        origin = str(Path(path).resolve()) if path else ""
+        if key:
+            rows = db.execute("SELECT doc_id FROM document_sources WHERE origin = ? AND record_key = ?", (origin, key))
+        else:
+            prefix = origin.rstrip("/") + "/"
+            rows = db.execute(
+                "SELECT doc_id FROM document_sources WHERE origin = ? OR origin = ? "
+                "OR substr(origin, 1, ?) = ?", (origin, target, len(prefix), prefix))
+        return {row[0] for row in rows}
+
+    def detach_origin(self, origin: str, keep: set[str] = frozenset()) -> set[str]:
+        """Forget that the documents of ``origin`` (except ``keep``) came from it; returns
+        the documents left with no origin at all, which the caller deletes."""
+        with self.db:
+            gone = self.documents_of_origin(origin) - keep
+            self.db.executemany("DELETE FROM document_sources WHERE doc_id = ? AND origin = ?",
+                                [(doc_id, origin) for doc_id in gone])
+        return {doc_id for doc_id in gone
+                if not self.db.execute("SELECT 1 FROM document_sources WHERE doc_id = ?", (doc_id,)).fetchone()}
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> list[str]:
+        """Delete documents with their chunks and origins in one transaction; returns the
+        deleted chunk ids (what every derived artifact must forget)."""
+        ids = sorted(set(doc_ids))
+        if not ids:
+            return []
+        chunk_ids: list[str] = []
+        with self.db:
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                marks = ",".join("?" * len(part))
+                chunk_ids += [row[0] for row in self.db.execute(
+                    f"SELECT id FROM chunks WHERE doc_id IN ({marks}) ORDER BY seq", part)]
+                self.db.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
+                self.db.execute(f"DELETE FROM documents WHERE id IN ({marks})", part)
+                self.db.execute(f"DELETE FROM document_sources WHERE doc_id IN ({marks})", part)
+            self._bump_corpus_version()
+        return chunk_ids
+
+    # -- corpus version ----------------------------------------------------
+    def corpus_version(self) -> int:
+        """Moves on every change of the corpus; each artifact records the version it was
+        built on, so an artifact behind it is stale and never served silently."""
+        row = self.db.execute("SELECT value FROM meta WHERE name = 'corpus_version'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _bump_corpus_version(self) -> None:
+        """Inside the caller's transaction: the change and the new version land together."""
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('corpus_version', ?)", (str(self.corpus_version() + 1),))
+
+    def stamp_artifact(self, name: str) -> None:
+        """Record that artifact ``name`` is up to date with the current corpus."""
+        entry = self.manifest_entry(name)
+        version = self.corpus_version()
+        if entry is not None and entry.get("corpus_version") != version:
+            with self.db:
+                self.db.execute("UPDATE manifest SET entry = ? WHERE name = ?",
+                                (json.dumps({**entry, "corpus_version": version}), name))
+
+    def drop_artifacts(self) -> None:
+        """Forget every built artifact but the chunk record (files and manifest entries):
+        what a corpus emptied by ``delete`` leaves, a valid empty workspace."""
+        import shutil
+
+        with self.db:
+            self.db.execute("DELETE FROM manifest WHERE name != 'chunks'")
+        shutil.rmtree(self.root / "artifacts", ignore_errors=True)
+
+    def stale_artifacts(self) -> dict[str, int]:
+        """Artifacts built on an older corpus: name -> the version they were built on."""
+        version = self.corpus_version()
+        return {name: entry.get("corpus_version", 0) for name, entry in self.manifest().items()
+                if name != "chunks" and entry.get("corpus_version", 0) < version}
 
     def counts(self) -> dict[str, int]:
         docs = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
@@ -234,7 +369,7 @@ class Workspace:
         return json.loads(row[0]) if row else None
 
     def set_manifest_entry(self, name: str, entry: dict[str, Any]) -> None:
-        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (name, json.dumps(entry)))
 

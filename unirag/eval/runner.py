@@ -229,7 +229,7 @@ def prepare_workspace(
 ) -> dict[str, Any]:
     """Index the benchmark's passages when the workspace has no corpus, then build
     what the methods need, once. Returns what was done (for the run log)."""
-    from unirag.pipeline import build_missing, run_index
+    from unirag.pipeline import prepare_query, run_index
 
     started = time.perf_counter()
     info: dict[str, Any] = {}
@@ -250,6 +250,6 @@ def prepare_workspace(
         if missing:
             warn(f"{missing} of {total} gold evidence passages are not in {workspace.root}: "
                  "evidence recall will be low (index the benchmark's corpus, or use an empty workspace)")
-    info["built"] = build_missing(workspace, settings, stack, required_artifacts(methods), progress)
+    info["built"] = list(prepare_query(workspace, settings, stack, required_artifacts(methods), progress))
     info["seconds"] = round(time.perf_counter() - started, 2)
     return info

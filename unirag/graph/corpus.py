@@ -1,8 +1,16 @@
-"""Ingest sources into the workspace: load, de-duplicate, chunk, append.
+"""Ingest sources into the workspace: load, de-duplicate, chunk, append, replace.
 
 Documents are committed in batches, each document together with its chunks,
 so a killed run resumes where it stopped: documents already stored are
 recognised by their content-hash id and skipped.
+
+A document is identified by its content *and* its origin (the file it came
+from, plus the record id inside a JSON/JSONL file). Re-indexing a file makes
+the workspace hold exactly what the file holds now: documents it no longer
+yields lose that origin, and a document left with no origin is deleted with
+its chunks and extractions (:func:`remove_documents`). Replacements run after
+the new versions are stored, so a killed run never loses a document; the rerun
+finds the new versions stored and finishes the replacement.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ class IngestReport:
     chunks_added: int = 0
     duplicates: int = 0
     already_indexed: int = 0
+    documents_removed: int = 0  # old versions replaced, and documents of origins gone (--sync)
+    chunks_removed: int = 0
     warnings: list[str] = field(default_factory=list)
 
 
@@ -50,6 +60,37 @@ def check_chunking_config(workspace: Workspace, settings: Settings) -> None:
         )
 
 
+def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
+    """Delete documents, their chunks and every extraction of those chunks; returns the
+    deleted chunk ids. Derived artifacts go stale and are refreshed by the caller."""
+    from unirag.graph.graph_store import GraphStore
+
+    chunk_ids = workspace.delete_documents(doc_ids)
+    if chunk_ids:
+        GraphStore(workspace).forget_chunks(chunk_ids)
+    return chunk_ids
+
+
+def _replace_and_sync(
+    workspace: Workspace, loaded: dict[str, set[str]], sources: Sequence[str | Path], sync: bool,
+    report: IngestReport,
+) -> None:
+    """Drop what re-indexed origins no longer hold and, with ``sync``, the origins under
+    the given directories that are gone; delete documents left with no origin."""
+    orphans: set[str] = set()
+    for origin, doc_ids in loaded.items():
+        if origin:
+            orphans |= workspace.detach_origin(origin, keep=doc_ids)
+    if sync:
+        roots = [str(Path(source).resolve()).rstrip("/") + "/" for source in sources if Path(source).is_dir()]
+        for origin in workspace.origins():
+            if origin not in loaded and any(origin.startswith(root) for root in roots):
+                orphans |= workspace.detach_origin(origin)
+    if orphans:
+        report.documents_removed += len(orphans)
+        report.chunks_removed += len(remove_documents(workspace, orphans))
+
+
 def ingest(
     workspace: Workspace,
     sources: Sequence[str | Path],
@@ -59,11 +100,16 @@ def ingest(
     warn: Callable[[str], None] | None = None,
     rebuild: bool = False,
     documents: Iterable[Document] | None = None,
+    sync: bool = False,
 ) -> IngestReport:
-    """Append the sources' new documents; ``rebuild`` replaces the corpus instead.
+    """Append the sources' new documents and replace the old versions of re-indexed
+    origins; ``rebuild`` replaces the corpus instead.
 
     ``documents`` are already-loaded passages (a benchmark's corpus from
     :meth:`unirag.eval.datasets.Dataset.documents`) taken instead of ``sources``.
+    ``sync`` also deletes the documents of files under the given directories that
+    are gone. An origin that yields no document at all (unreadable, or emptied) keeps
+    its old documents: a broken file never wipes what was indexed from it.
 
     With ``rebuild`` the old corpus is cleared just before the first batch is
     written, so sources that yield nothing leave it untouched.
@@ -83,6 +129,8 @@ def ingest(
     must_clear = rebuild
     seen: set[str] = set()
     pending: list[tuple[Document, list[Chunk]]] = []
+    known_again: list[Document] = []
+    by_origin: dict[str, set[str]] = {}
 
     def flush() -> None:
         nonlocal must_clear
@@ -104,12 +152,15 @@ def ingest(
             report.documents_seen += 1
             advance(1)
             doc_id = doc.id
+            by_origin.setdefault(doc.origin, set()).add(doc_id)
             if doc_id in seen:
                 report.duplicates += 1
+                known_again.append(doc)
                 continue
             seen.add(doc_id)
             if doc_id in stored:
                 report.already_indexed += 1
+                known_again.append(doc)
                 continue
             pending.append(
                 (doc, chunk_document(doc, tokenizer, settings.chunking.size, settings.chunking.overlap))
@@ -117,6 +168,10 @@ def ingest(
             if len(pending) >= BATCH_DOCUMENTS:
                 flush()
         flush()
+    if known_again:
+        workspace.add_sources(known_again)
+    if not rebuild and documents is None:  # given documents may be a partial view of their file
+        _replace_and_sync(workspace, by_origin, sources, sync, report)
     counts = workspace.counts()
     workspace.set_manifest_entry(
         "chunks",

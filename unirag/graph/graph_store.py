@@ -86,6 +86,20 @@ class GraphStore:
                 [(ex.chunk_id, extractor, json.dumps(ex.to_json(), ensure_ascii=False)) for ex in extractions],
             )
 
+    def forget_chunks(self, chunk_ids: list[str]) -> None:
+        """Drop every extractor's extraction of deleted chunks: what a deleted document
+        said must not survive it (the merged graph is rebuilt from what remains)."""
+        with self.db:
+            for start in range(0, len(chunk_ids), 500):
+                part = chunk_ids[start:start + 500]
+                self.db.execute(f"DELETE FROM extractions WHERE chunk_id IN ({','.join('?' * len(part))})", part)
+
+    def clear_derived(self) -> None:
+        """Empty the merged graph, chunk links and trees (an emptied corpus has none)."""
+        with self.db:
+            for table in ("entities", "relationships", "claims", "chunk_links", "tree_nodes"):
+                self.db.execute(f"DELETE FROM {table}")
+
     def load_extractions(self, extractor: str, chunk_ids: list[str]) -> list[ChunkExtraction]:
         """Extractions in ``chunk_ids`` order (chunks without one are skipped)."""
         found: dict[str, ChunkExtraction] = {}

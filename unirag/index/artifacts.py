@@ -528,5 +528,27 @@ def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
         tick = time.perf_counter()
         if registry[name].build(ctx):
             ctx.rebuilt.append(name)
+        ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
         ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
     return ctx.rebuilt
+
+
+def built_artifacts(workspace: Workspace) -> list[str]:
+    """The registry's artifacts this workspace has built (what a corpus change must refresh)."""
+    registry = artifact_registry()
+    return [name for name in workspace.manifest() if name in registry]
+
+
+def outdated(workspace: Workspace, names: list[str]) -> dict[str, str]:
+    """Of ``names`` and what they need: each artifact that is missing or built on an older
+    corpus, with why (``missing`` or ``built on corpus version N, now M``)."""
+    version = workspace.corpus_version()
+    manifest = workspace.manifest()
+    out: dict[str, str] = {}
+    for name in build_order(names):
+        entry = manifest.get(name)
+        if entry is None:
+            out[name] = "missing"
+        elif entry.get("corpus_version", 0) < version:
+            out[name] = f"built on corpus version {entry.get('corpus_version', 0)}, now {version}"
+    return out

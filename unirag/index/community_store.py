@@ -51,6 +51,12 @@ class CommunityStore:
                  for link in result.links],
             )
 
+    def clear(self) -> None:
+        """Forget every hierarchy (an emptied corpus has no communities)."""
+        with self.db:
+            self.db.execute("DELETE FROM communities")
+            self.db.execute("DELETE FROM community_links")
+
     def load(self, hierarchy: str) -> list[Community]:
         rows = self.db.execute(
             "SELECT id, level, title, summary, children, entities, chunks, parent, rating, payload "

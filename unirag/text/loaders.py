@@ -333,7 +333,8 @@ def _read_layout(
     elif layout == _PASSAGES:
         for i, record in enumerate(data):
             if isinstance(record, dict) and isinstance(record.get("text"), str):
-                yield Document(str(record.get("title", "")), record["text"].strip(), source, True, dict(meta))
+                record_meta = {**meta, "key": str(record["id"])} if isinstance(record.get("id"), (str, int)) else meta
+                yield Document(str(record.get("title", "")), record["text"].strip(), source, True, dict(record_meta))
             else:
                 bad(f"record {i}", "no 'text' field")
     else:
@@ -373,6 +374,9 @@ def _record_document(record: Any, loader: LoaderSettings, source: str, meta: dic
     if not isinstance(text, str):
         return f"{loader.text_field!r} is not a string"
     title = record.get(loader.title_field)
+    record_id = record.get(loader.id_field)
+    if isinstance(record_id, (str, int)) and not isinstance(record_id, bool) and str(record_id).strip():
+        meta = {**meta, "key": str(record_id).strip()}
     return Document("" if title is None else str(title), text, source, False, meta)
 
 

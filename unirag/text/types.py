@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -38,6 +39,18 @@ class Document:
     def id(self) -> str:
         """Content hash of title + text: the same passage twice is one document."""
         return content_id(self.title.strip(), " ".join(self.text.split()), prefix="doc-")
+
+    @property
+    def origin(self) -> str:
+        """Where the document lives, as the workspace identifies it: the resolved path of
+        its file ('' for a document given in memory without one). Re-indexing an origin
+        replaces the documents it held before; ``--sync`` drops origins that are gone."""
+        return str(Path(self.source).resolve()) if self.source else ""
+
+    @property
+    def record_key(self) -> str:
+        """The record's own id inside its file (JSON/JSONL ``id`` field), else ''."""
+        return str(self.meta.get("key", ""))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,276 @@
+"""A living corpus: documents replaced, synced and deleted with every artifact kept true.
+
+The property that matters: index A, add B, delete B gives the same workspace as
+indexing A alone (entities, relationships, descriptions, communities, retrieval,
+and the same artifact fingerprints, since every builder here is deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
+from unirag.cli import app
+from unirag.errors import SourceError, WorkspaceError
+from unirag.graph.corpus import ingest
+from unirag.graph.graph_store import GraphStore
+from unirag.index.community_store import CommunityStore
+from unirag.methods.runner import MethodRunner
+from unirag.methods.spec import resolve_method
+from unirag.pipeline import prepare_query, run_delete, run_index
+from unirag.workspace import Workspace
+
+A = [
+    {"title": "Marie Curie", "text": "Marie Curie was born in Warsaw. She moved to Paris and married Pierre Curie."},
+    {"title": "Pierre Curie", "text": "Pierre Curie worked in Paris with Marie Curie on Radium research."},
+    {"title": "Warsaw", "text": "Warsaw is the capital of Poland. Marie Curie was born in Warsaw."},
+    {"title": "Radium", "text": "Radium was discovered by Marie Curie and Pierre Curie in Paris."},
+    {"title": "Paris", "text": "Paris is the capital of France, home of the Sorbonne where Marie Curie taught."},
+    {"title": "Sorbonne", "text": "The Sorbonne is a university in Paris where Pierre Curie lectured."},
+]
+B = [
+    {"title": "Quokka", "text": "The quokka is a small marsupial that lives on Rottnest Island near Perth."},
+    {"title": "Perth", "text": "Perth is the capital of Western Australia. Rottnest Island lies off Perth."},
+    {"title": "Warsaw Uprising", "text": "The Warsaw Uprising of 1944 was fought in Warsaw against the occupation."},
+]
+# Every graph and hierarchy whose build is deterministic (seeded clustering, sorted ids).
+ARTIFACTS = ["graph", "chunk_links:pg", "chunk_links:hybrid", "tree", "entity_vectors", "entity_name_vectors",
+             "relation_vectors", "communities:graphrag", "communities:archrag", "communities:hygrag",
+             "communities:leanrag", "community_vectors:graphrag", "chnsw", "tree_vectors", "chunk_tfidf"]
+METHODS = ["vanilla", "llightrag", "hipporag", "lgraphrag", "archrag", "hygrag", "leanrag", "raptor", "kgp"]
+QUESTION = "Where was Marie Curie born?"
+
+
+def _write(path: Path, records: list[dict[str, str]]) -> Path:
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+def _stack(ws: Workspace, settings: Any) -> Any:
+    return fake_stack(settings, ws, chat=ScriptedChat(), embedder=HashEmbedder())
+
+
+def _index(ws: Workspace, sources: list[Path], **kwargs: Any) -> Any:
+    settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
+    needs = [name for method in METHODS for name in resolve_method(method).requires()]
+    return run_index(ws, sources, settings, _stack(ws, settings), graphs=[], artifacts=ARTIFACTS + needs, **kwargs)
+
+
+def _delete(ws: Workspace, targets: list[str]) -> Any:
+    settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
+    return run_delete(ws, targets, settings, _stack(ws, settings))
+
+
+def snapshot(ws: Workspace) -> dict[str, Any]:
+    """Everything a query can read, in a comparable form."""
+    graph = GraphStore(ws).load_graph()
+    communities = CommunityStore(ws)
+    manifest = ws.manifest()
+    settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
+    runner = MethodRunner(ws, settings, _stack(ws, settings))
+    retrieved = {}
+    for name in METHODS:
+        result = runner.run(resolve_method(name), QUESTION, generate=False)
+        retrieved[name] = [(item.kind, item.id) for item in result.context]
+    return {
+        "chunks": ws.chunk_ids(),
+        "entities": {key: (e.name, e.type, e.description) for key, e in graph.entities.items()},
+        "relationships": sorted((r.source, r.target, r.description) for r in graph.relationships.values()),
+        "communities": {
+            name: sorted((c.id, c.level, tuple(sorted(c.entities)), c.summary) for c in communities.load(name))
+            for name in ("graphrag", "archrag", "hygrag", "leanrag")
+        },
+        "links": {kind: sorted(GraphStore(ws).load_chunk_links(kind)) for kind in ("pg", "hybrid")},
+        "tree": sorted((node[0], node[1], node[2]) for node in GraphStore(ws).load_tree()),
+        "fingerprints": {name: entry.get("inputs") for name, entry in manifest.items() if name != "chunks"},
+        "retrieved": retrieved,
+    }
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("alone")
+    ws = Workspace.init(root / "ws")
+    _index(ws, [_write(root / "a.json", A)])
+    try:
+        return snapshot(ws)
+    finally:
+        ws.close()
+
+
+def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[str, Any]) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    _index(ws, [a])
+    grown = _index(ws, [b])
+    assert grown.ingest.documents_added == len(B)
+    middle = snapshot(ws)
+    assert len(middle["entities"]) > len(alone["entities"])  # B added entities (Quokka, Perth...)
+    assert not ws.stale_artifacts()  # the insert refreshed every built artifact
+
+    report = _delete(ws, [str(b)])
+    assert report.documents_removed == len(B)
+    after = snapshot(ws)
+    assert not ws.stale_artifacts()
+    for key in alone:
+        assert after[key] == alone[key], key
+    ws.close()
+
+
+def test_insert_equals_fresh_index(tmp_path: Path) -> None:
+    """Equal when each passage has its own extraction call: grouped short passages share a
+    prompt, so which passages arrive together (a batch of the insert, or of a fresh index)
+    changes what a model answers, and no extractor can promise the same graph then."""
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    for root in ("grown", "fresh"):
+        (tmp_path / root).mkdir()
+        (tmp_path / root / "unirag.yaml").write_text("graph:\n  max_passages_per_call: 1\n", encoding="utf-8")
+    grown = Workspace.init(tmp_path / "grown")
+    _index(grown, [a])
+    _index(grown, [b])
+    fresh = Workspace.init(tmp_path / "fresh")
+    _index(fresh, [a, b])
+    one, two = snapshot(grown), snapshot(fresh)
+    for key in one:
+        assert one[key] == two[key], key
+
+
+def test_delete_forgets_the_documents_entities_and_extractions(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)])
+    names = {e.name for e in GraphStore(ws).load_graph().entities.values()}
+    assert "Quokka" in names
+    quokka = next(doc["id"] for doc in ws.documents() if doc["title"] == "Quokka")
+    _delete(ws, [quokka])
+    graph = GraphStore(ws).load_graph()
+    assert "Quokka" not in {e.name for e in graph.entities.values()}
+    assert len(ws.documents()) == len(A) + len(B) - 1
+    stored = {row[0] for row in ws.db.execute("SELECT chunk_id FROM extractions")}
+    assert stored == set(ws.chunk_ids())  # no extraction outlives its chunk
+    ws.close()
+
+
+def test_unknown_target_changes_nothing(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    a = _write(tmp_path / "a.json", A)
+    _index(ws, [a])
+    version, count = ws.corpus_version(), len(ws.documents())
+    with pytest.raises(SourceError, match="no document 'doc-nope'.*nothing was deleted"):
+        _delete(ws, [str(a), "doc-nope"])
+    assert ws.corpus_version() == version and len(ws.documents()) == count
+    ws.close()
+
+
+def test_deleting_everything_leaves_a_valid_empty_workspace(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    a = _write(tmp_path / "a.json", A)
+    _index(ws, [a])
+    _delete(ws, [str(a)])
+    assert ws.counts() == {"documents": 0, "chunks": 0, "chunk_tokens": 0}
+    assert set(ws.manifest()) <= {"chunks"}
+    assert not GraphStore(ws).load_graph().entities
+    assert not (ws.root / "artifacts").exists()
+    settings = make_settings(ws.root)
+    with pytest.raises(WorkspaceError, match="no indexed corpus"):
+        prepare_query(ws, settings, _stack(ws, settings), ["chunk_vectors"])
+    _index(ws, [_write(tmp_path / "b.json", B)])  # and it takes a new corpus
+    assert len(ws.documents()) == len(B)
+    ws.close()
+
+
+def test_changed_file_replaces_its_old_version(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "curie.txt").write_text("Marie Curie was born in Warsaw.", encoding="utf-8")
+    (folder / "paris.txt").write_text("Paris is the capital of France.", encoding="utf-8")
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [folder])
+    old = {doc["title"]: doc["id"] for doc in ws.documents()}
+    (folder / "curie.txt").write_text("Marie Curie discovered Polonium in Paris.", encoding="utf-8")
+    report = _index(ws, [folder])
+    docs = {doc["title"]: doc for doc in ws.documents()}
+    assert len(docs) == 2 and report.ingest.documents_removed == 1
+    assert docs["curie"]["id"] != old["curie"] and docs["paris"]["id"] == old["paris"]
+    names = {e.name for e in GraphStore(ws).load_graph().entities.values()}
+    assert "Polonium" in names and "Warsaw" not in names  # the old version's entities are gone
+    ws.close()
+
+
+def test_sync_deletes_documents_of_vanished_files(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name in ("one", "two", "three"):
+        (folder / f"{name}.txt").write_text(f"The {name} file talks about Warsaw and {name.title()}.", encoding="utf-8")
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [folder])
+    (folder / "two.txt").unlink()
+    kept = _index(ws, [folder])
+    assert len(ws.documents()) == 3 and kept.ingest.documents_removed == 0  # without --sync: kept
+    synced = _index(ws, [folder], sync=True)
+    assert synced.ingest.documents_removed == 1
+    assert sorted(doc["title"] for doc in ws.documents()) == ["one", "three"]
+    ws.close()
+
+
+def test_jsonl_records_are_replaced_and_deleted_by_id(tmp_path: Path) -> None:
+    path = tmp_path / "facts.jsonl"
+    records = [{"id": "r1", "text": "Marie Curie was born in Warsaw."},
+               {"id": "r2", "text": "Perth is the capital of Western Australia."}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [path])
+    records[1]["text"] = "Perth lies on the Swan River."
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    _index(ws, [path])
+    sources = sorted(source for doc in ws.documents() for source in doc["sources"])
+    assert sources == [f"{path.resolve()}#r1", f"{path.resolve()}#r2"]
+    _delete(ws, [f"{path}#r2"])
+    assert [doc["sources"] for doc in ws.documents()] == [[f"{path.resolve()}#r1"]]
+    ws.close()
+
+
+def test_a_query_never_answers_from_a_stale_artifact(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
+    ingest(ws, [_write(tmp_path / "b.json", B)], settings)  # corpus grows; nothing refreshed yet
+    stale = ws.stale_artifacts()
+    assert {"graph", "communities:graphrag", "chunk_vectors"} <= set(stale)
+    needs = resolve_method("lgraphrag").requires()
+    with pytest.raises(WorkspaceError, match=r"artifact '.+' is (stale|missing).*--no-build"):
+        prepare_query(ws, settings, _stack(ws, settings), needs, build=False)
+    done = prepare_query(ws, settings, _stack(ws, settings), needs)
+    assert "communities:graphrag" in done and "built on corpus version" in done["communities:graphrag"]
+    graph = GraphStore(ws).load_graph()
+    members = {m for c in CommunityStore(ws).load("graphrag") for m in c.entities}
+    assert members == set(graph.entities)  # communities cover the refreshed graph, not the old one
+    ws.close()
+
+
+def test_cli_documents_delete_and_stale_stats(tmp_path: Path) -> None:
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    root = tmp_path / "ws"
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", str(a), str(b), "-w", str(root), "-q", "--graph", "kg"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(runner.invoke(app, ["documents", "-w", str(root), "--json"]).stdout)
+    assert len(listed) == len(A) + len(B) and all(row["chunks"] == 1 for row in listed)
+    result = runner.invoke(app, ["delete", str(b), "-w", str(root), "-q"])
+    assert result.exit_code == 0, result.output
+    assert f"deleted {len(B)} documents" in result.stdout
+    result = runner.invoke(app, ["delete", "doc-nope", "-w", str(root)])
+    assert result.exit_code != 0 and "no document 'doc-nope'" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    ws = Workspace.open(root)
+    ingest(ws, [b], make_settings(root))
+    ws.close()
+    stats = runner.invoke(app, ["stats", "-w", str(root)])
+    assert "stale" in stats.stdout and "graph (v" in stats.stdout
+    result = runner.invoke(app, ["query", "Where is Perth?", "-w", str(root), "-m", "vanilla", "--retrieve-only",
+                                 "--no-build"])
+    assert result.exit_code != 0 and "chunk_vectors" in result.stderr and "--no-build" in result.stderr
