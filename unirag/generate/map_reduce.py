@@ -56,7 +56,6 @@ from typing import Any
 from unirag.errors import MethodError
 from unirag.generate.direct import MARGIN, extract_answer
 from unirag.prompts.prompt import Prompt, load_prompt
-from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
 
@@ -269,11 +268,8 @@ def ask_points(
     from unirag.llm.batch import complete_all
 
     settings = state.resources.settings
-    requests = [
-        ChatRequest(messages=template.messages(**f), stage=stage, prompt_version=template.cache_version,
-                    temperature=settings.chat.temperature, max_tokens=max_tokens, json_mode=True)
-        for f in fields
-    ]
+    requests = [template.request(stage, max_tokens=max_tokens, temperature=settings.chat.temperature,
+                                 json_mode=True, **f) for f in fields]
     responses = complete_all(state.models.chat, requests, settings.concurrency, state.progress,
                              f"{stage} over {len(requests)} batches")
     for call, response in enumerate(responses):
@@ -332,13 +328,8 @@ def final_answer(
         return trace
     context, trace.used = fill_points(trace.kept, limit, tokenizer, label, cut_overflow)
     trace.final_context = context
-    request = ChatRequest(
-        messages=template.messages(question=state.question, reports=context or "(none)"),
-        stage=stage,
-        prompt_version=template.cache_version,
-        temperature=settings.chat.temperature,
-        max_tokens=settings.chat.max_tokens,
-    )
+    request = template.request(stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
+                               question=state.question, reports=context or "(none)")
     trace.raw = state.models.chat.complete(request).text
     trace.final_called = True
     trace.answer = extract_answer(trace.raw)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from unirag.graph.parse import parse_yes_no
 from unirag.generate.direct import fitted_context
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import ChatRequest
 from unirag.operators.context import QueryState
 
 # The reply is one word; a little room for a model that explains itself first.
@@ -27,11 +26,6 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
     settings = state.resources.settings
     template = load_prompt(prompt)
     context = fitted_context(state, template, REPLY_TOKENS)
-    request = ChatRequest(
-        messages=template.messages(question=state.question, context=context),
-        stage="query.until",
-        prompt_version=template.cache_version,
-        temperature=settings.chat.temperature,
-        max_tokens=REPLY_TOKENS,
-    )
+    request = template.request("query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
+                               question=state.question, context=context)
     return parse_yes_no(state.models.chat.complete(request).text) is True

@@ -207,17 +207,11 @@ def agent_select(
     answer the question; (chosen (id, candidate score) best first, True) or,
     when the reply names none, (the top-k candidates, False)."""
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
     prompt = load_prompt("agent_select")
     listing = "\n".join(f"{number}. {' '.join(text.split())[:300]}" for number, text in enumerate(texts, start=1))
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question, kind=kind, candidates=listing, k=str(k)),
-        stage=f"query.{operator}",
-        prompt_version=prompt.cache_version,
-        max_tokens=256,
-        json_mode=True,
-    )
+    request = prompt.request(f"query.{operator}", max_tokens=256, json_mode=True,
+                             question=state.question, kind=kind, candidates=listing, k=str(k))
     reply = state.models.chat.complete(request).text
     chosen = parse_selection(reply, aliases, k)
     if not chosen:

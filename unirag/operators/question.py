@@ -36,16 +36,8 @@ def embed_question(state: QueryState) -> None:
 
 def _ask(state: QueryState, prompt_name: str, stage: str, max_tokens: int) -> str:
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
-    prompt = load_prompt(prompt_name)
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question),
-        stage=stage,
-        prompt_version=prompt.cache_version,
-        max_tokens=max_tokens,
-        json_mode=True,
-    )
+    request = load_prompt(prompt_name).request(stage, max_tokens=max_tokens, json_mode=True, question=state.question)
     return state.models.chat.complete(request).text
 
 

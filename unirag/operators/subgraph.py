@@ -408,7 +408,6 @@ def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     scored by the kept order (1, then lower).
     """
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
     if not state.paths or top_k <= 0:
         return []
@@ -418,12 +417,9 @@ def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
         rows = graph.rows_of(ids).tolist()
         texts.append(path_text(graph, rows)[0] if rows else " -> ".join(ids))
     prompt = load_prompt("agent_path")
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question, k=str(top_k),
-                                 paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1))),
-        stage="query.agent_path",
-        prompt_version=prompt.cache_version,
-        max_tokens=100,
+    request = prompt.request(
+        "query.agent_path", max_tokens=100, question=state.question, k=str(top_k),
+        paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1)),
     )
     numbers = parse_path_numbers(state.models.chat.complete(request).text, len(state.paths))
     if numbers is None:
