@@ -13,11 +13,12 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from unirag.graph.merge import normalize_name
-from unirag.graph.parse import parse_extraction, parse_yes_no
+from unirag.graph.parse import parse_extraction
 from unirag.graph.types import ChunkExtraction
 from unirag.config import GraphSettings, config_hash
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.llm.base import ChatModel
+from unirag.text.replies import read_yes_no
 from unirag.text.types import Chunk
 
 _CLAIMS_INSTRUCTION = (
@@ -137,7 +138,7 @@ class LlmExtractor:
                 self.check_prompt.request("build.extract.glean_check", max_tokens=3, temperature=self.temperature,
                                           passages=passages, found=found_text)
             )
-            if parse_yes_no(check.text) is not True:
+            if read_yes_no(check.text) is not True:
                 break
             more = self.chat.complete(
                 self.glean_prompt.request("build.extract.glean", max_tokens=max_tokens, temperature=self.temperature,

@@ -10,10 +10,10 @@ rounds, never a missed hop.
 
 from __future__ import annotations
 
-from unirag.graph.parse import parse_yes_no
 from unirag.generate.direct import fitted_context
 from unirag.prompts.prompt import load_prompt
 from unirag.operators.context import QueryState
+from unirag.text.replies import read_yes_no
 
 # The reply is one word; a little room for a model that explains itself first.
 REPLY_TOKENS = 32
@@ -28,4 +28,4 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
     context = fitted_context(state, template, REPLY_TOKENS)
     request = template.request("query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
                                question=state.question, context=context)
-    return parse_yes_no(state.models.chat.complete(request).text) is True
+    return read_yes_no(state.models.chat.complete(request).text) is True

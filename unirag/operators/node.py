@@ -125,7 +125,7 @@ def _norm(text: str) -> str:
 
 def _reply_items(reply: str) -> list[Any] | None:
     """The list the model chose, from ``{"selected": [...]}`` or a bare list."""
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_list, first_object
 
     obj = first_object(reply)
     if obj is not None:
@@ -135,12 +135,7 @@ def _reply_items(reply: str) -> list[Any] | None:
         lists = [value for value in obj.values() if isinstance(value, list)]
         if lists:
             return lists[0]
-    start = reply.find("[")
-    if start >= 0:
-        value = repair_json(reply[start:])
-        if isinstance(value, list):
-            return value
-    return None
+    return first_list(reply)
 
 
 def parse_selection(reply: str, aliases: list[list[str]], k: int) -> list[int]:

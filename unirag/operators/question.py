@@ -63,7 +63,7 @@ def _strings(value: Any) -> list[str]:
 
 def _parsed(reply: str) -> Any:
     """The reply's first JSON object, else its first JSON list, else None."""
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_object, repair_json
 
     obj = first_object(reply)
     if obj is not None:

@@ -359,7 +359,7 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
     list (``[2, 1]``; ``[]`` names none), ``[n]`` markers, ``path n``, bare
     integers; numbers outside 1..count are ignored.
     """
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_list, first_object
 
     text = reply.strip()
     if re.match(r"^\W*none\b", text, re.IGNORECASE):
@@ -383,13 +383,11 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
             kept = valid(lists[0])
             if kept or not lists[0]:
                 return kept
-    start = text.find("[")
-    if start >= 0:
-        value = repair_json(text[start:])
-        if isinstance(value, list):
-            kept = valid(value)
-            if kept or not value:  # "[]" names none
-                return kept
+    value = first_list(text)
+    if value is not None:
+        kept = valid(value)
+        if kept or not value:  # "[]" names none
+            return kept
     for pattern in (_BRACKETED, _NAMED, _NUMBER):
         kept = valid([int(m) for m in pattern.findall(text)])
         if kept:
