@@ -31,7 +31,6 @@ from unirag.generate.map_reduce import (
     item_block,
     map_reduce,
     pack_texts,
-    parse_points,
     point_block,
 )
 from unirag.llm.base import UsageLedger
@@ -39,6 +38,7 @@ from unirag.llm.factory import build_stack
 from unirag.methods.runner import MethodRunner
 from unirag.methods.spec import MethodSpec
 from unirag.operators.context import ContextItem, QueryState
+from unirag.text.replies import read_points
 from unirag.text.tokenizer import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
@@ -257,13 +257,13 @@ def test_fill_points_cuts_only_a_first_point_for_graphrag_and_the_crossing_one_f
         ("", [], False),
     ],
 )
-def test_parse_points(reply: str, points: list[tuple[str, float]], parsed: bool) -> None:
-    assert parse_points(reply, 5, 50.0) == (points, parsed)
+def test_read_points(reply: str, points: list[tuple[str, float]], parsed: bool) -> None:
+    assert read_points(reply, 5, 50.0) == (points, parsed)
 
 
-def test_parse_points_keeps_at_most_max_points() -> None:
+def test_read_points_keeps_at_most_max_points() -> None:
     reply = points_reply([(f"p{i}", 10 * i) for i in range(8)])
-    assert [d for d, _ in parse_points(reply, 3, 50.0)[0]] == ["p0", "p1", "p2"]
+    assert [d for d, _ in read_points(reply, 3, 50.0)[0]] == ["p0", "p1", "p2"]
 
 
 def test_malformed_map_replies_become_counted_points() -> None:

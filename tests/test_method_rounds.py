@@ -191,10 +191,10 @@ GOLDEN = Path(__file__).parent / "golden"
 
 @pytest.mark.parametrize("name", ["smollm2_no", "smollm2_no_then_rambles_cut"])
 def test_real_stop_check_replies_read_as_not_yet(hand, name: str) -> None:
-    from unirag.graph.parse import parse_yes_no
+    from unirag.text.replies import read_yes_no
 
     reply = (GOLDEN / "enough_context" / f"{name}.txt").read_bytes().decode("utf-8")
-    assert parse_yes_no(reply) is False  # read as NO, not as unreadable
+    assert read_yes_no(reply) is False  # read as NO, not as unreadable
     ws, settings, embedder = hand
     chat = ScriptedChat(answers={"enough_context": lambda user: reply})
     state = query_state(ws, settings.model_copy(update={"cache": False}), QUESTION, embedder, chat)

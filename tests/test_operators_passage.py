@@ -146,7 +146,9 @@ def test_evidence_text_is_read_leniently():
     assert _evidence_text('{"evidence": "the birth place"}') == "the birth place"
     assert _evidence_text("```\nWho married Pierre?\n```") == "Who married Pierre?"
     assert _evidence_text("<think>long\nthoughts</think>\n Need  the year. ") == "Need the year."
-    assert _evidence_text("<think>never closed") == ""
+    # One <think> reader for every reply (unirag.text.replies.strip_think): reasoning cut by
+    # max_tokens is kept, since it is all the reply says.
+    assert _evidence_text("<think>never closed") == "never closed"
     assert _evidence_text("") == ""
 
 

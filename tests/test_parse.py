@@ -23,7 +23,6 @@ from unirag.graph.parse import (
     ParseResult,
     clean_name,
     parse_extraction,
-    parse_yes_no,
 )
 from unirag.graph.types import ChunkExtraction, RelationMention
 
@@ -119,30 +118,6 @@ def test_claims_from_tuple_records() -> None:
     result = parse_extraction(reply, {"P1": "c"}, with_claims=True)
     (claim,) = result.extractions["c"].claims
     assert (claim.subject, claim.object, claim.status, claim.date) == ("Fast Forward Games", "", "TRUE", "2001")
-
-
-@pytest.mark.parametrize(
-    ("reply", "answer"),
-    [
-        ("YES", True),
-        ("yes", True),
-        ("Yes.", True),
-        ("**YES**", True),
-        ("  no\n", False),
-        ("No, nothing important is missing.", False),
-        ("<think>Maybe yes, the demon is missing.</think> NO", False),
-        ("<think>Lester Smith is missing, so YES", True),
-        ("The answer is: Yes", True),
-        ("Answer YES or NO.\nNO", False),
-        ("Y", True),
-        ("n", False),
-        ("I cannot tell.", None),
-        ("", None),
-        ("Nothing notable.", None),
-    ],
-)
-def test_parse_yes_no(reply: str, answer: bool | None) -> None:
-    assert parse_yes_no(reply) is answer
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ import numpy as np
 from unirag.eval.judge_base import clip, make_key, pending, require_chat
 from unirag.eval.judge_parse import parse_list
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import ChatModel, ChatRequest
+from unirag.llm.base import ChatModel
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress
 from unirag.text.tokenizer import get_tokenizer
@@ -152,9 +152,8 @@ def extract_claims(
     judge = require_chat(chat, "claim extraction") if asked else chat
     prompt = load_prompt("eval_claims")
     tokenizer = get_tokenizer(encoding)
-    requests = [ChatRequest(messages=prompt.messages(answer=clip(item.answer, answer_tokens, tokenizer)),
-                            stage=STAGE, prompt_version=prompt.cache_version, max_tokens=max_tokens,
-                            json_mode=True) for item in asked]
+    requests = [prompt.request(STAGE, max_tokens=max_tokens, json_mode=True,
+                               answer=clip(item.answer, answer_tokens, tokenizer)) for item in asked]
     replies = iter(complete_all(judge, requests, concurrency, progress, "extracting claims"))
     name = judge.name if judge is not None else ""
     out = []

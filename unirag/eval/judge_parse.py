@@ -8,9 +8,10 @@ prose only. Everything here returns ``None`` for what it cannot read, so the
 caller records an unparsed verdict and counts it; nothing here raises on model
 output.
 
-Reading order for a reply: ``<think>`` blocks are dropped; the JSON from the
-first ``{`` or ``[`` is read leniently (:func:`unirag.text.json_reply.repair_json`,
-which also closes a truncated object); criteria are found by key prefix, one
+Reading order for a reply: ``<think>`` blocks are dropped
+(:func:`unirag.text.replies.strip_think`); the JSON from the first ``{`` or ``[``
+is read leniently (:func:`unirag.text.replies.first_json`, which also closes a
+truncated object); criteria are found by key prefix, one
 level of nesting deep; what JSON does not give is looked for line by line in
 the prose ("Comprehensiveness: Answer 1 ...", "Overall score: 7/10").
 """
@@ -23,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unirag.text.json_reply import repair_json
+from unirag.text.replies import first_json, strip_think
 
 TIE = "tie"
 #: A criterion matches a reply key that starts with its prefix (keys lowercased, letters only),
@@ -40,9 +41,6 @@ _REASON_KEYS = ("reason", "explanation", "rationale", "justification", "why", "c
 _SCORE_KEYS = ("score", "rating", "grade", "value", "points", "mark")
 _LIST_ITEM_KEYS = ("description", "question", "task", "claim", "user", "persona", "text", "name", "content")
 
-_THINK_BLOCK = re.compile(r"<\s*think(?:ing)?\s*>.*?<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE | re.DOTALL)
-_THINK_CLOSE = re.compile(r"^.*?<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE | re.DOTALL)
-_THINK_OPEN = re.compile(r"<\s*think(?:ing)?\s*>", re.IGNORECASE)
 _JSON_START = re.compile(r"[{\[]")
 _DIGIT_CHOICE = re.compile(r"(?<![\w.])(?:answer|response|option|#)?\s*([12])(?!\w|\.\d)")
 _LETTER_CHOICE = re.compile(r"\b(?:answer|response|option)\s*([ab])\b")
@@ -75,22 +73,6 @@ class Decision:
 
 
 # -- shared steps -------------------------------------------------------------------------------
-
-
-def strip_think(text: str) -> str:
-    """The reply without reasoning blocks (a lone closing tag drops what precedes it)."""
-    text = _THINK_BLOCK.sub("", text)
-    text = _THINK_CLOSE.sub("", text)
-    return _THINK_OPEN.sub("", text)
-
-
-def reply_json(text: str) -> Any | None:
-    """The JSON value starting at the first ``{`` or ``[`` of ``text``, read leniently."""
-    match = _JSON_START.search(text)
-    if match is None:
-        return None
-    value = repair_json(text[match.start():])
-    return value if isinstance(value, (dict, list)) else None
 
 
 def norm_key(key: Any) -> str:
@@ -216,7 +198,7 @@ def _read_criteria(
     """The reply's JSON mapping, its values and ``Criterion: ...`` lines per criterion, and one
     decision per criterion: from the JSON where it names the criterion, else from its line.
     Shared by the pairwise and the absolute judge, which differ only in how a value is read."""
-    mapping = _as_mapping(reply_json(body)) or {}
+    mapping = _as_mapping(first_json(body)) or {}
     values = criteria_values(mapping, criteria)
     out = {c: decide(values[c]) if c in values else Decision(None) for c in criteria}
     lines = _criterion_lines(body, criteria)
@@ -350,7 +332,7 @@ def parse_list(text: str, keys: Sequence[str]) -> tuple[list[str], bool]:
     start = _JSON_START.search(body)
     found = None
     if start is not None and (not bullets or start.start() < first_bullet):
-        found = _json_list(reply_json(body), [norm_key(k) for k in keys])
+        found = _json_list(first_json(body), [norm_key(k) for k in keys])
     items = [item for item in (_item_text(entry) for entry in found or []) if item]
     if items:
         return items, True

@@ -30,7 +30,7 @@ from typing import ClassVar
 from unirag.eval.judge_base import clip, make_key, require_chat
 from unirag.eval.judge_parse import parse_list
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import ChatModel, ChatRequest
+from unirag.llm.base import ChatModel
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress
 from unirag.text.tokenizer import get_tokenizer
@@ -166,9 +166,8 @@ class _Asker:
     def ask(self, prompt_name: str, fills: list[dict[str, str]], keys: tuple[str, ...],
             label: str) -> list[tuple[list[str], bool]]:
         prompt = load_prompt(prompt_name)
-        requests = [ChatRequest(messages=prompt.messages(**f), stage=STAGE, prompt_version=prompt.cache_version,
-                                temperature=self.temperature, max_tokens=self.max_tokens, json_mode=True)
-                    for f in fills]
+        requests = [prompt.request(STAGE, max_tokens=self.max_tokens, temperature=self.temperature, json_mode=True,
+                                   **f) for f in fills]
         replies = complete_all(self.chat, requests, self.concurrency, self.progress, label)
         return [parse_list(reply.text, keys) for reply in replies]
 

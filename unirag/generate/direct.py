@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 from unirag.prompts.prompt import Prompt, load_prompt
-from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
@@ -55,12 +54,7 @@ def generate_direct(state: QueryState, prompt: str, use_context: bool = True) ->
     fields = {"question": state.question}
     if use_context:
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
-    request = ChatRequest(
-        messages=template.messages(**fields),
-        stage="query.generate",
-        prompt_version=template.cache_version,
-        temperature=settings.chat.temperature,
-        max_tokens=settings.chat.max_tokens,
-    )
+    request = template.request("query.generate", max_tokens=settings.chat.max_tokens,
+                               temperature=settings.chat.temperature, **fields)
     raw = state.models.chat.complete(request).text
     return extract_answer(raw), raw

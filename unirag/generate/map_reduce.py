@@ -15,7 +15,7 @@
    that alone is too long is cut to fit). One request (stage
    ``query.reduce``, prompt ``reduce_answer``) gives the answer.
 
-Decisions (see :func:`parse_points`):
+Decisions (see :func:`unirag.text.replies.read_points`):
 
 * A map reply with no readable points list (prose, or JSON broken beyond
   repair) is not thrown away, as GraphRAG does with a score of 0: small
@@ -39,15 +39,13 @@ parameter is capped at that budget. Tokens are counted with the tokenizer of
 ``settings.chunking.encoding``; every packed context is checked by counting
 its exact joined text. An item longer than a whole batch is cut to fit.
 
-The shared machinery (packing, point parsing, the final call) is used by
+The shared machinery (packing, asking for points, the final call) is used by
 :mod:`unirag.generate.adaptive_filter` as well.
 """
 
 from __future__ import annotations
 
-import math
 import random
-import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -56,8 +54,8 @@ from typing import Any
 from unirag.errors import MethodError
 from unirag.generate.direct import MARGIN, extract_answer
 from unirag.prompts.prompt import Prompt, load_prompt
-from unirag.llm.base import ChatRequest
 from unirag.operators.context import ContextItem, QueryState
+from unirag.text.replies import read_points
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
 
 NO_DATA_ANSWER = "I don't know: the retrieved information does not answer the question."
@@ -175,92 +173,6 @@ def pack_texts(texts: Sequence[str], budget: int, tokenizer: Tokenizer) -> list[
     return packs
 
 
-# -- reading scored points -------------------------------------------------------------------------
-
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_SCORE_TAG = re.compile(r"<\s*ANSWER_HELPFULNESS\s*>\s*(-?\d+(?:\.\d+)?)\s*<\s*/\s*ANSWER_HELPFULNESS\s*>", re.IGNORECASE)
-_SCORE_LINE = re.compile(
-    r"^[ \t*_#-]*(?:helpfulness|relevance|importance)?[ \t]*score[ \t*_]*[:=][ \t]*(-?\d+(?:\.\d+)?)"
-    r"[ \t]*(?:/[ \t]*100)?[ \t*_.]*$",
-    re.IGNORECASE | re.MULTILINE,
-)
-_TEXT_KEYS = ("description", "answer", "point", "text", "content", "summary", "report")
-_SCORE_KEYS = ("score", "helpfulness", "relevance", "importance", "rating")
-
-
-def _score(value: Any) -> float | None:
-    """A score in [0, 100] from a number or a numeric string; None when there is none."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        match = _NUMBER.search(value)
-        value = float(match.group()) if match else None
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(min(100.0, max(0.0, value)))
-    return None
-
-
-def _points_list(reply: str) -> list[Any] | None:
-    """The points the reply holds: ``{"points": [...]}``, a bare list, or one point object."""
-    from unirag.text.json_reply import first_object, repair_json
-
-    brace, bracket = reply.find("{"), reply.find("[")
-    if bracket >= 0 and (brace < 0 or bracket < brace):
-        value = repair_json(reply[bracket:])
-        if isinstance(value, list) and any(isinstance(v, (dict, str)) for v in value):
-            return value
-    obj = first_object(reply)
-    if obj is None:
-        return None
-    for key in ("points", "reports", "answers", "key_points"):
-        if isinstance(obj.get(key), list):
-            return obj[key]
-    if any(isinstance(obj.get(key), str) for key in _TEXT_KEYS):
-        return [obj]
-    lists = [value for value in obj.values() if isinstance(value, list)]
-    return lists[0] if lists else None
-
-
-def parse_points(reply: str, max_points: int, unparsed_score: float) -> tuple[list[tuple[str, float]], bool]:
-    """(points as (description, score 0-100), whether the reply held a points list).
-
-    Points are read from ``{"points": [{"description", "score"}]}`` (or
-    ``answer``/``text`` and ``helpfulness``/``relevance`` keys, a bare list,
-    one point object); a point without a score gets ``unparsed_score``, one
-    without text is skipped, at most ``max_points`` are kept. A reply with no
-    list at all is one point: its text, scored by a score it states
-    (``<ANSWER_HELPFULNESS>n</ANSWER_HELPFULNESS>`` or a ``score: n`` line,
-    both removed from the text), else ``unparsed_score``. An empty reply has
-    no points.
-    """
-    limit = max(int(max_points), 1)
-    items = _points_list(reply)
-    if items is not None:
-        out: list[tuple[str, float]] = []
-        for entry in items:
-            if isinstance(entry, str) and entry.strip():
-                out.append((entry.strip(), unparsed_score))
-            elif isinstance(entry, dict):
-                text = next((entry[k].strip() for k in _TEXT_KEYS if isinstance(entry.get(k), str)
-                             and entry[k].strip()), "")
-                if not text:
-                    continue
-                score = next((s for s in (_score(entry.get(k)) for k in _SCORE_KEYS) if s is not None), None)
-                out.append((text, unparsed_score if score is None else score))
-            if len(out) >= limit:
-                break
-        return out, True
-    text = reply.strip()
-    if not text:
-        return [], False
-    stated = _SCORE_TAG.search(text) or _SCORE_LINE.search(text)
-    score = _score(stated.group(1)) if stated else None
-    text = _SCORE_LINE.sub("", _SCORE_TAG.sub("", text)).strip()
-    if not text:
-        return [], False
-    return [(text, unparsed_score if score is None else score)], False
-
-
 def ask_points(
     state: QueryState, template: Prompt, fields: list[dict[str, str]], stage: str, max_tokens: int,
     max_points: int, unparsed_score: float, trace: StagedAnswer,
@@ -269,16 +181,13 @@ def ask_points(
     from unirag.llm.batch import complete_all
 
     settings = state.resources.settings
-    requests = [
-        ChatRequest(messages=template.messages(**f), stage=stage, prompt_version=template.cache_version,
-                    temperature=settings.chat.temperature, max_tokens=max_tokens, json_mode=True)
-        for f in fields
-    ]
+    requests = [template.request(stage, max_tokens=max_tokens, temperature=settings.chat.temperature,
+                                 json_mode=True, **f) for f in fields]
     responses = complete_all(state.models.chat, requests, settings.concurrency, state.progress,
                              f"{stage} over {len(requests)} batches")
     for call, response in enumerate(responses):
         trace.replies.append(response.text)
-        points, parsed = parse_points(response.text, max_points, float(unparsed_score))
+        points, parsed = read_points(response.text, max_points, float(unparsed_score))
         trace.unparsed += 0 if parsed else 1
         trace.points.extend(Point(text, score, call, parsed) for text, score in points)
 
@@ -332,13 +241,8 @@ def final_answer(
         return trace
     context, trace.used = fill_points(trace.kept, limit, tokenizer, label, cut_overflow)
     trace.final_context = context
-    request = ChatRequest(
-        messages=template.messages(question=state.question, reports=context or "(none)"),
-        stage=stage,
-        prompt_version=template.cache_version,
-        temperature=settings.chat.temperature,
-        max_tokens=settings.chat.max_tokens,
-    )
+    request = template.request(stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
+                               question=state.question, reports=context or "(none)")
     trace.raw = state.models.chat.complete(request).text
     trace.final_called = True
     trace.answer = extract_answer(trace.raw)

@@ -13,11 +13,12 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from unirag.graph.merge import normalize_name
-from unirag.graph.parse import parse_extraction, parse_yes_no
+from unirag.graph.parse import parse_extraction
 from unirag.graph.types import ChunkExtraction
 from unirag.config import GraphSettings, config_hash
 from unirag.prompts.prompt import Prompt, load_prompt
-from unirag.llm.base import ChatModel, ChatRequest
+from unirag.llm.base import ChatModel
+from unirag.text.replies import read_yes_no
 from unirag.text.types import Chunk
 
 _CLAIMS_INSTRUCTION = (
@@ -115,23 +116,14 @@ class LlmExtractor:
             "passages": passages,
         }
 
-    def _request(self, prompt: Prompt, stage: str, max_tokens: int, json_mode: bool, **fields: str) -> ChatRequest:
-        return ChatRequest(
-            messages=prompt.messages(**fields),
-            stage=stage,
-            prompt_version=prompt.cache_version,
-            temperature=self.temperature,
-            max_tokens=max_tokens,
-            json_mode=json_mode,
-        )
-
     def extract_group(self, group: list[Chunk]) -> list[ChunkExtraction]:
         """One extraction call for the group, then up to ``gleaning`` check + glean passes."""
         labels = {f"P{i}": chunk.id for i, chunk in enumerate(group, start=1)}
         passages = "\n".join(f"[{label}] {chunk.indexed_text}" for label, chunk in zip(labels, group, strict=True))
         fields = self._fields(passages)
         max_tokens = self.settings.extraction_max_tokens
-        reply = self.chat.complete(self._request(self.prompt, "build.extract", max_tokens, True, **fields))
+        reply = self.chat.complete(self.prompt.request(
+            "build.extract", max_tokens=max_tokens, temperature=self.temperature, json_mode=True, **fields))
         result = parse_extraction(reply.text, labels, with_claims=self.settings.claims)
         merged = result.extractions
         if result.dropped:
@@ -143,14 +135,14 @@ class LlmExtractor:
             found = sorted({e.name for ex in merged.values() for e in ex.entities})
             found_text = ", ".join(found) or "(none)"
             check = self.chat.complete(
-                self._request(self.check_prompt, "build.extract.glean_check", 3, False,
-                              passages=passages, found=found_text)
+                self.check_prompt.request("build.extract.glean_check", max_tokens=3, temperature=self.temperature,
+                                          passages=passages, found=found_text)
             )
-            if parse_yes_no(check.text) is not True:
+            if read_yes_no(check.text) is not True:
                 break
             more = self.chat.complete(
-                self._request(self.glean_prompt, "build.extract.glean", max_tokens, True,
-                              **{**fields, "found": found_text})
+                self.glean_prompt.request("build.extract.glean", max_tokens=max_tokens, temperature=self.temperature,
+                                          json_mode=True, **{**fields, "found": found_text})
             )
             extra = parse_extraction(more.text, labels, with_claims=self.settings.claims)
             for chunk_id, ex in extra.extractions.items():

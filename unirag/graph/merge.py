@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from unirag.graph.types import ChunkExtraction
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import ChatModel, ChatRequest
+from unirag.llm.base import ChatModel
 from unirag.progress import Progress
 
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
@@ -209,12 +209,8 @@ def shorten_descriptions(
     def summarise(pair: tuple[str, Entity | Relationship]) -> str:
         subject, item = pair
         descriptions = "\n".join(f"- {line}" for line in item.description.split("\n"))
-        request = ChatRequest(
-            messages=prompt.messages(subject=subject, max_words=max_words, descriptions=descriptions),
-            stage="build.summarize_descriptions",
-            prompt_version=prompt.cache_version,
-            max_tokens=max_tokens_out,
-        )
+        request = prompt.request("build.summarize_descriptions", max_tokens=max_tokens_out,
+                                 subject=subject, max_words=max_words, descriptions=descriptions)
         return chat.complete(request).text.strip()
 
     progress = progress or Progress()

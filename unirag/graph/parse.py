@@ -38,8 +38,7 @@ from unirag.graph.types import (
     EntityMention,
     RelationMention,
 )
-from unirag.text.replies import strip_think
-from unirag.text.json_reply import repair_json
+from unirag.text.replies import repair_json, strip_think
 
 MAX_NAME_LENGTH = 120
 # Deeper nesting than this is never an extraction; refusing it early keeps the
@@ -136,8 +135,6 @@ _BULLET = re.compile(r"^(?:[-*•+>]\s+|\d{1,3}[.)]\s+)")
 _OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS = {close: open_ for open_, close in _OPENERS.items()}
 
-_YES_OR_NO = re.compile(r"\b(?:yes\s*(?:or|/|\|)\s*no|no\s*(?:or|/|\|)\s*yes)\b", re.IGNORECASE)
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -215,27 +212,6 @@ def _strip_trailing_punct(text: str) -> str:
     if text.endswith(".") and stripped == text[:-1] and "." in text.rsplit(" ", 1)[-1][:-1]:
         return text
     return stripped
-
-
-# --------------------------------------------------------------------------- yes / no
-
-
-def parse_yes_no(text: str) -> bool | None:
-    """Read the gleaning check's YES/NO, or None when the reply says neither.
-
-    Reasoning blocks are skipped, and an echo of the question's "YES or NO" is
-    ignored so a model repeating the instruction is not read as answering YES.
-    """
-    body = _YES_OR_NO.sub(" ", strip_think(text))
-    match = _YES_NO.search(body)
-    if match:
-        return match.group(1).lower() == "yes"
-    short = clean_name(body).lower()
-    if short in ("y", "true"):
-        return True
-    if short in ("n", "false"):
-        return False
-    return None
 
 
 # --------------------------------------------------------------------------- JSON spans

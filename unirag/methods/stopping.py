@@ -10,11 +10,10 @@ rounds, never a missed hop.
 
 from __future__ import annotations
 
-from unirag.graph.parse import parse_yes_no
 from unirag.generate.direct import fitted_context
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import ChatRequest
 from unirag.operators.context import QueryState
+from unirag.text.replies import read_yes_no
 
 # The reply is one word; a little room for a model that explains itself first.
 REPLY_TOKENS = 32
@@ -27,11 +26,6 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
     settings = state.resources.settings
     template = load_prompt(prompt)
     context = fitted_context(state, template, REPLY_TOKENS)
-    request = ChatRequest(
-        messages=template.messages(question=state.question, context=context),
-        stage="query.until",
-        prompt_version=template.cache_version,
-        temperature=settings.chat.temperature,
-        max_tokens=REPLY_TOKENS,
-    )
-    return parse_yes_no(state.models.chat.complete(request).text) is True
+    request = template.request("query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
+                               question=state.question, context=context)
+    return read_yes_no(state.models.chat.complete(request).text) is True

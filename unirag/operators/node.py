@@ -125,7 +125,7 @@ def _norm(text: str) -> str:
 
 def _reply_items(reply: str) -> list[Any] | None:
     """The list the model chose, from ``{"selected": [...]}`` or a bare list."""
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_list, first_object
 
     obj = first_object(reply)
     if obj is not None:
@@ -135,12 +135,7 @@ def _reply_items(reply: str) -> list[Any] | None:
         lists = [value for value in obj.values() if isinstance(value, list)]
         if lists:
             return lists[0]
-    start = reply.find("[")
-    if start >= 0:
-        value = repair_json(reply[start:])
-        if isinstance(value, list):
-            return value
-    return None
+    return first_list(reply)
 
 
 def parse_selection(reply: str, aliases: list[list[str]], k: int) -> list[int]:
@@ -207,17 +202,11 @@ def agent_select(
     answer the question; (chosen (id, candidate score) best first, True) or,
     when the reply names none, (the top-k candidates, False)."""
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
     prompt = load_prompt("agent_select")
     listing = "\n".join(f"{number}. {' '.join(text.split())[:300]}" for number, text in enumerate(texts, start=1))
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question, kind=kind, candidates=listing, k=str(k)),
-        stage=f"query.{operator}",
-        prompt_version=prompt.cache_version,
-        max_tokens=256,
-        json_mode=True,
-    )
+    request = prompt.request(f"query.{operator}", max_tokens=256, json_mode=True,
+                             question=state.question, kind=kind, candidates=listing, k=str(k))
     reply = state.models.chat.complete(request).text
     chosen = parse_selection(reply, aliases, k)
     if not chosen:

@@ -13,7 +13,6 @@ per process from the ``chunk_links`` table (``Resources.derived``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +26,6 @@ from unirag.operators.registry import OperatorSpec
 PROMPT = "kgp_next"
 MAX_PASSAGE_TOKENS = 400  # passage text shown to the traversal agent
 MAX_EVIDENCE_CHARS = 1000
-
-_THINK = re.compile(r"<\s*think(?:ing)?\s*>.*?(?:<\s*/\s*think(?:ing)?\s*>|\Z)", re.IGNORECASE | re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -70,9 +67,9 @@ def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
 
 def _evidence_text(reply: str) -> str:
     """The agent's description of the missing evidence (think blocks, JSON wrappers and fences dropped)."""
-    from unirag.text.json_reply import first_object
+    from unirag.text.replies import first_object, strip_think
 
-    text = _THINK.sub(" ", reply or "").strip().strip("`").strip()
+    text = strip_think(reply or "").strip().strip("`").strip()
     obj = first_object(text) if "{" in text else None
     if obj:
         values = [v for v in obj.values() if isinstance(v, str) and v.strip()]
@@ -85,18 +82,12 @@ def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | Non
     """Ask the LLM (prompt ``kgp_next``) what is still missing after ``chunk_id``;
     the embedding of question + reply, or (None, "") when the reply is empty."""
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
     from unirag.text.tokenizer import get_tokenizer
 
     chunk = state.resources.workspace.get_chunks([chunk_id]).get(chunk_id)
     passage = get_tokenizer().truncate(chunk.indexed_text if chunk else "", MAX_PASSAGE_TOKENS)
     prompt = load_prompt(PROMPT)
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question, passage=passage),
-        stage="query.kgp.traverse",
-        prompt_version=prompt.cache_version,
-        max_tokens=128,
-    )
+    request = prompt.request("query.kgp.traverse", max_tokens=128, question=state.question, passage=passage)
     evidence = _evidence_text(state.models.chat.complete(request).text)
     if not evidence:
         return None, ""

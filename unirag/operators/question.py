@@ -36,16 +36,8 @@ def embed_question(state: QueryState) -> None:
 
 def _ask(state: QueryState, prompt_name: str, stage: str, max_tokens: int) -> str:
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
-    prompt = load_prompt(prompt_name)
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question),
-        stage=stage,
-        prompt_version=prompt.cache_version,
-        max_tokens=max_tokens,
-        json_mode=True,
-    )
+    request = load_prompt(prompt_name).request(stage, max_tokens=max_tokens, json_mode=True, question=state.question)
     return state.models.chat.complete(request).text
 
 
@@ -71,7 +63,7 @@ def _strings(value: Any) -> list[str]:
 
 def _parsed(reply: str) -> Any:
     """The reply's first JSON object, else its first JSON list, else None."""
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_object, repair_json
 
     obj = first_object(reply)
     if obj is not None:

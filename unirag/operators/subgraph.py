@@ -359,7 +359,7 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
     list (``[2, 1]``; ``[]`` names none), ``[n]`` markers, ``path n``, bare
     integers; numbers outside 1..count are ignored.
     """
-    from unirag.text.json_reply import first_object, repair_json
+    from unirag.text.replies import first_list, first_object
 
     text = reply.strip()
     if re.match(r"^\W*none\b", text, re.IGNORECASE):
@@ -383,13 +383,11 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
             kept = valid(lists[0])
             if kept or not lists[0]:
                 return kept
-    start = text.find("[")
-    if start >= 0:
-        value = repair_json(text[start:])
-        if isinstance(value, list):
-            kept = valid(value)
-            if kept or not value:  # "[]" names none
-                return kept
+    value = first_list(text)
+    if value is not None:
+        kept = valid(value)
+        if kept or not value:  # "[]" names none
+            return kept
     for pattern in (_BRACKETED, _NAMED, _NUMBER):
         kept = valid([int(m) for m in pattern.findall(text)])
         if kept:
@@ -408,7 +406,6 @@ def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     scored by the kept order (1, then lower).
     """
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.base import ChatRequest
 
     if not state.paths or top_k <= 0:
         return []
@@ -418,12 +415,9 @@ def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
         rows = graph.rows_of(ids).tolist()
         texts.append(path_text(graph, rows)[0] if rows else " -> ".join(ids))
     prompt = load_prompt("agent_path")
-    request = ChatRequest(
-        messages=prompt.messages(question=state.question, k=str(top_k),
-                                 paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1))),
-        stage="query.agent_path",
-        prompt_version=prompt.cache_version,
-        max_tokens=100,
+    request = prompt.request(
+        "query.agent_path", max_tokens=100, question=state.question, k=str(top_k),
+        paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1)),
     )
     numbers = parse_path_numbers(state.models.chat.complete(request).text, len(state.paths))
     if numbers is None:

@@ -26,6 +26,8 @@ _FIELD = re.compile(r"\{([a-z_]+)\}")
 
 @dataclass(frozen=True)
 class Prompt:
+    """One prompt file: its name, declared version and the system / user templates."""
+
     name: str
     version: str
     description: str
@@ -34,6 +36,7 @@ class Prompt:
 
     @property
     def cache_version(self) -> str:
+        """``name@version+hash``: part of every cache key, so an edited prompt never reuses old answers."""
         digest = hashlib.sha256((self.system + "\x00" + self.user).encode()).hexdigest()[:8]
         return f"{self.name}@{self.version}+{digest}"
 
@@ -77,6 +80,7 @@ class Prompt:
 
 @lru_cache(maxsize=64)
 def load_prompt(name: str) -> Prompt:
+    """The prompt ``name`` from whichever group folder holds it (names are unique across groups)."""
     import yaml
 
     path = next((PROMPT_DIR / group / f"{name}.yaml" for group in PROMPT_GROUPS

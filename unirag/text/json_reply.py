@@ -1,33 +1,11 @@
-"""Lenient JSON reading of model replies, shared by every parser of model output.
+"""Kept only for importers not yet moved: the JSON readers live in :mod:`unirag.text.replies`.
 
-Small models wrap JSON in fences and prose, cut it off mid-object and
-misquote it. ``json_repair`` reads most of that; it is third-party code fed
-arbitrary model output and raises assorted exception types on pathological
-input, so any failure of it is a parse failure of that reply (the caller
-falls back and counts it), never a crash of the build.
+``unirag/index/{archrag,hygrag,leanrag}.py`` still import from here; once they
+import from :mod:`unirag.text.replies`, delete this module.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from unirag.text.replies import first_object, repair_json
 
-
-def repair_json(fragment: str) -> Any | None:
-    """json_repair's reading of ``fragment``; None when it gives up."""
-    import json_repair
-
-    try:
-        return json_repair.loads(fragment, skip_json_loads=True)
-    except Exception:  # noqa: BLE001 — see the module docstring: a failed parse, counted by the caller
-        return None
-
-
-def first_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in a reply (from its first ``{``); a list yields its first object."""
-    start = text.find("{")
-    if start < 0:
-        return None
-    value = repair_json(text[start:])
-    if isinstance(value, list):
-        value = next((item for item in value if isinstance(item, dict)), None)
-    return value if isinstance(value, dict) else None
+__all__ = ["first_object", "repair_json"]
