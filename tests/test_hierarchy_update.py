@@ -1,0 +1,95 @@
+"""Membership maintenance of a hierarchy after a corpus change, on small hand-built layers."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from unirag.index.hierarchy_update import AttachPolicy, LevelCarrier, attach_targets, balanced_sizes, carry_groups
+
+
+def _unit(*rows: list[float]) -> np.ndarray:
+    x = np.asarray(rows, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _adjacency(n: int, edges: list[tuple[int, int]]) -> csr_matrix:
+    rows = [a for a, b in edges] + [b for a, b in edges]
+    cols = [b for a, b in edges] + [a for a, b in edges]
+    return csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+
+
+# Two clear topics along x and y; "n1" is new and near x, "n2" new and near y, "n3" new and neither.
+IDS = ["a1", "a2", "a3", "b1", "b2", "n1", "n2", "n3"]
+VECTORS = _unit([1, 0.1, 0], [1, 0, 0.1], [1, 0.05, 0], [0.1, 1, 0], [0, 1, 0.1], [1, 0.2, 0], [0.2, 1, 0],
+                [0, 0, 1])
+PREVIOUS = [["a1", "a2", "a3"], ["b1", "b2"]]
+KNOWN = {"a1", "a2", "a3", "b1", "b2"}
+
+
+def _members(grouping, ids=IDS) -> list[list[str]]:
+    return [[ids[i] for i in g.tolist()] for g in grouping.groups]
+
+
+def test_new_members_join_the_most_similar_group_above_the_threshold() -> None:
+    grouping = carry_groups(PREVIOUS, IDS, KNOWN, VECTORS, None, AttachPolicy(threshold=0.65))
+    assert _members(grouping) == [["a1", "a2", "a3", "n1"], ["b1", "b2", "n2"], ["n3"]]
+    assert grouping.origin == [0, 1, None]
+    assert grouping.stats["attached"] == 2 and grouping.stats["new_groups"] == 1
+
+
+def test_without_a_threshold_every_new_member_joins_the_nearest_group() -> None:
+    grouping = carry_groups(PREVIOUS, IDS, KNOWN, VECTORS, None, AttachPolicy())
+    assert len(grouping.groups) == 2 and grouping.stats["new_groups"] == 0
+
+
+def test_graph_neighbours_win_over_similarity() -> None:
+    # n1 is similar to the a-group but linked twice into the b-group.
+    adjacency = _adjacency(len(IDS), [(5, 3), (5, 4)])
+    target = attach_targets(np.array([5]), [np.array([0, 1, 2]), np.array([3, 4])], VECTORS, adjacency,
+                            AttachPolicy(by_neighbours=True))
+    assert target.tolist() == [1]
+
+
+def test_gone_members_leave_and_empty_groups_vanish() -> None:
+    ids = ["a1", "a3", "b1"]
+    grouping = carry_groups(PREVIOUS + [["c1"]], ids, KNOWN | {"c1"}, VECTORS[[0, 2, 3]], None, AttachPolicy())
+    assert _members(grouping, ids) == [["a1", "a3"], ["b1"]]
+    assert grouping.stats["detached"] == 3
+
+
+def test_known_members_left_out_stay_out() -> None:
+    # ArchRAG leaves singletons without a community: a known, ungrouped member is not re-attached.
+    grouping = carry_groups(PREVIOUS, IDS[:6], KNOWN | {"n1"}, VECTORS[:6], None, AttachPolicy())
+    assert _members(grouping, IDS[:6]) == [["a1", "a2", "a3"], ["b1", "b2"]]
+
+
+def test_oversized_groups_split_and_undersized_dissolve() -> None:
+    grouping = carry_groups([["a1", "a2", "a3", "n1", "n2"], ["b1"]], IDS, set(IDS), VECTORS, None,
+                            AttachPolicy(min_size=2, max_size=3))
+    sizes = sorted(len(g) for g in grouping.groups)
+    assert sizes == [2, 3] and grouping.stats["splits"] == 1 and grouping.stats["dissolved"] == 1
+    assert sorted(o for o in grouping.origin if o is not None) == [0]
+
+
+def test_balanced_sizes() -> None:
+    assert balanced_sizes(10, 4) == [4, 3, 3]
+    assert balanced_sizes(3, 50) == [3]
+
+
+def test_a_carrier_follows_renamed_children_up_the_levels() -> None:
+    from unirag.index.hierarchy import Community
+
+    previous = [
+        Community("L1-a", "h", 1, ["a1", "a2", "a3"], ["a1", "a2", "a3"], parent="L2-x"),
+        Community("L1-b", "h", 1, ["b1", "b2"], ["b1", "b2"], parent="L2-x"),
+        Community("L2-x", "h", 2, ["L1-a", "L1-b"], ["a1", "a2", "a3", "b1", "b2"]),
+    ]
+    carrier = LevelCarrier(previous, KNOWN, AttachPolicy(threshold=0.65))
+    first = carrier.grouping(1, IDS, VECTORS)
+    assert first is not None and len(first.groups) == 3
+    carrier.built(1, first, ["L1-a'", "L1-b'", "L1-new"])
+    second = carrier.grouping(2, ["L1-a'", "L1-b'", "L1-new"], _unit([1, 0, 0], [0, 1, 0], [0.6, 0.6, 0.5]))
+    # The renamed communities stay in their parent; the new one is attached to it as well (nearest).
+    assert second is not None and [g.tolist() for g in second.groups] == [[0, 1, 2]]
+    assert carrier.grouping(3, ["x"], _unit([1, 0, 0])) is None

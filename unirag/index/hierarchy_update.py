@@ -1,0 +1,263 @@
+"""Keep a community hierarchy's membership when the corpus changes: attach, detach, split.
+
+Why not re-cluster: Leiden, Gaussian mixtures and LSH merges are not stable
+under small changes. On 500 2Wiki passages, re-clustering after adding 1 %
+more passages changed the member set of most communities, so 63 % of a full
+build's summary calls were asked again (``bench/living_corpus.py``). HyGRAG
+(paper 002, §3.4) updates its hierarchy by *attachment* instead: new content
+joins the existing community whose summary embedding is most similar when
+that similarity exceeds ``tau_attach`` (0.65), and only the communities along
+its path are re-summarised (Eq. 28-31). This module applies that rule, one
+level at a time, to every bottom-up hierarchy (ArchRAG, HyGRAG, LeanRAG) and
+to RAPTOR's tree; each hierarchy says how it compares a member with a
+community (:class:`AttachPolicy`) and how unattached members are grouped.
+
+The output is a *grouping* of the current layer, which the hierarchy's own
+builder then summarises and embeds exactly as in a full build. A community
+whose members and member texts did not change therefore sends the same
+prompt as before, and its summary comes from the model cache: only changed
+communities cost calls. Ids are derived from members, so a community that
+gets its old members back (insert, then delete) gets its old id back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+Groups = list[np.ndarray]
+GroupNew = Callable[[np.ndarray], Groups]
+
+
+@dataclass(frozen=True)
+class AttachPolicy:
+    """How a hierarchy places members that are new since its last build.
+
+    ``by_neighbours``: a new member first joins the community holding most of
+    its graph neighbours (ArchRAG and GraphRAG cluster the graph, so that is
+    where a re-clustering would most likely put it). Otherwise, or without
+    neighbours in any community, it joins the community whose vector is most
+    similar, if the cosine is at least ``threshold`` (None: always the
+    nearest). Groups above ``max_size`` are split; groups under ``min_size``
+    are dissolved (ArchRAG keeps no single-member communities).
+    """
+
+    by_neighbours: bool = False
+    threshold: float | None = None
+    min_size: int = 1
+    max_size: int | None = None
+
+
+@dataclass
+class Grouping:
+    """One level's groups over the current layer's rows, and where each came from.
+
+    ``origin[i]`` is the index (into the previous level's community list) of
+    the community group ``i`` continues, or None for a group made of new
+    members only. ``stats`` counts what the update did at this level.
+    """
+
+    groups: Groups
+    origin: list[int | None]
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def principal_direction(x: np.ndarray, iterations: int = 20) -> np.ndarray:
+    """First principal direction of rows ``x`` by power iteration from the longest centred row (deterministic)."""
+    y = x - x.mean(axis=0)
+    norms = np.linalg.norm(y, axis=1)
+    if not len(y) or norms.max() == 0:
+        return np.zeros(x.shape[1], dtype=x.dtype)
+    v = y[int(np.argmax(norms))] / norms.max()
+    for _ in range(iterations):
+        w = y.T @ (y @ v)
+        length = np.linalg.norm(w)
+        if length == 0:
+            break
+        v = w / length
+    return v if v[int(np.argmax(np.abs(v)))] >= 0 else -v
+
+
+def balanced_sizes(total: int, limit: int) -> list[int]:
+    """``ceil(total / limit)`` part sizes that differ by at most one and sum to ``total``."""
+    parts = max(1, -(-total // max(1, limit)))
+    base, extra = divmod(total, parts)
+    return [base + 1] * extra + [base] * (parts - extra)
+
+
+def bisect(members: np.ndarray, x: np.ndarray, sizes: Sequence[int]) -> Groups:
+    """Cut ``members`` into parts of exactly ``sizes`` by recursive principal-direction bisection
+    (balanced, deterministic, keeps neighbours together)."""
+    if len(sizes) == 1:
+        return [np.sort(members)]
+    half = len(sizes) // 2
+    cut = sum(sizes[:half])
+    points = x[members]
+    order = np.argsort(points @ principal_direction(points), kind="stable")
+    return bisect(members[order[:cut]], x, sizes[:half]) + bisect(members[order[cut:]], x, sizes[half:])
+
+
+def _membership(groups: Groups, n: int) -> Any:
+    """Rows x groups indicator (CSR)."""
+    from scipy.sparse import csr_matrix
+
+    if not groups:
+        return csr_matrix((n, 0))
+    rows = np.concatenate(groups)
+    cols = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    return csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, len(groups)))
+
+
+def _centroids(vectors: np.ndarray, membership: Any) -> np.ndarray:
+    sums = np.asarray(membership.T @ vectors, dtype=np.float32)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return sums / np.where(norms == 0, 1.0, norms)
+
+
+def attach_targets(
+    new_rows: np.ndarray, groups: Groups, vectors: np.ndarray, adjacency: Any | None, policy: AttachPolicy,
+    group_vectors: np.ndarray | None = None,
+) -> np.ndarray:
+    """The group each new row joins (-1: none qualifies), in one sparse/dense product, no per-row loop.
+
+    ``group_vectors`` (one L2-normalised row per group) are what a member is
+    compared with (HyGRAG: the communities' summary embeddings); by default
+    the normalised mean of the groups' member vectors.
+    """
+    target = np.full(len(new_rows), -1, dtype=np.int64)
+    if not len(new_rows) or not groups:
+        return target
+    membership = _membership(groups, len(vectors))
+    if policy.by_neighbours and adjacency is not None:
+        counts = (adjacency[new_rows] @ membership).tocsr()
+        best = np.asarray(counts.argmax(axis=1)).reshape(-1)
+        has = np.asarray(counts.max(axis=1).todense()).reshape(-1) > 0
+        target[has] = best[has]
+    rest = np.flatnonzero(target < 0)
+    if len(rest):
+        compare = group_vectors if group_vectors is not None else _centroids(vectors, membership)
+        sims = np.asarray(vectors[new_rows[rest]], dtype=np.float32) @ np.asarray(compare, dtype=np.float32).T
+        best = sims.argmax(axis=1)
+        ok = np.ones(len(rest), dtype=bool) if policy.threshold is None else (
+            sims[np.arange(len(rest)), best] >= policy.threshold)
+        target[rest[ok]] = best[ok]
+    return target
+
+
+def default_group_new(vectors: np.ndarray, max_size: int | None) -> GroupNew:
+    """Unattached new members grouped among themselves: one group, bisected to ``max_size``."""
+    def group(rows: np.ndarray) -> Groups:
+        if not len(rows):
+            return []
+        return bisect(np.sort(rows), vectors, balanced_sizes(len(rows), max_size or len(rows)))
+
+    return group
+
+
+def carry_groups(
+    previous: Sequence[Sequence[str]],
+    layer_ids: Sequence[str],
+    known: set[str],
+    vectors: np.ndarray,
+    adjacency: Any | None,
+    policy: AttachPolicy,
+    group_new: GroupNew | None = None,
+    group_vectors: np.ndarray | None = None,
+) -> Grouping:
+    """One level's grouping after a corpus change.
+
+    ``previous`` holds the member ids (children) of each community this level
+    had; ``layer_ids`` are the current layer's node ids; ``known`` the ids the
+    last build already placed or left out on purpose (a member it left
+    without a community stays so). Members gone from the layer are dropped
+    from their groups; members that are neither grouped nor known are
+    attached by ``policy`` or grouped by ``group_new``.
+    """
+    n = len(layer_ids)
+    row = {node: i for i, node in enumerate(layer_ids)}
+    groups: Groups = []
+    origin: list[int | None] = []
+    detached = 0
+    for index, children in enumerate(previous):
+        rows = [row[c] for c in children if c in row]
+        detached += len(children) - len(rows)
+        if rows:
+            groups.append(np.array(sorted(rows), dtype=np.int64))
+            origin.append(index)
+    grouped = np.zeros(n, dtype=bool)
+    for g in groups:
+        grouped[g] = True
+    was_known = np.fromiter((node in known for node in layer_ids), dtype=bool, count=n)
+    new_rows = np.flatnonzero(~grouped & ~was_known)
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if group_vectors is not None:
+        group_vectors = np.asarray(group_vectors, dtype=np.float32)[[o for o in origin if o is not None]]
+    target = attach_targets(new_rows, groups, vectors, adjacency, policy, group_vectors)
+    for g in np.unique(target[target >= 0]).tolist():
+        groups[g] = np.sort(np.concatenate([groups[g], new_rows[target == g]]))
+    stats = {"detached": detached, "attached": int((target >= 0).sum()), "new_members": len(new_rows)}
+    fresh = (group_new or default_group_new(vectors, policy.max_size))(new_rows[target < 0])
+    stats["new_groups"] = len(fresh)
+    groups.extend(fresh)
+    origin.extend([None] * len(fresh))
+    out: Groups = []
+    out_origin: list[int | None] = []
+    splits = dissolved = 0
+    for g, o in zip(groups, origin):
+        if policy.max_size and len(g) > policy.max_size:
+            parts = bisect(g, vectors, balanced_sizes(len(g), policy.max_size))
+            splits += 1
+            out.extend(parts)
+            out_origin.extend([o] + [None] * (len(parts) - 1))
+        elif len(g) < policy.min_size:
+            dissolved += 1
+        else:
+            out.append(g)
+            out_origin.append(o)
+    stats.update(splits=splits, dissolved=dissolved)
+    return Grouping(out, out_origin, stats)
+
+
+class LevelCarrier:
+    """Carries a previous bottom-up hierarchy through a rebuild, one level at a time.
+
+    The builder asks :meth:`grouping` for each level's groups instead of
+    clustering (None: that level did not exist before, so it clusters as a
+    full build does), builds the communities, and reports their ids with
+    :meth:`built`, so that the next level can follow renamed children.
+    """
+
+    def __init__(self, previous: Sequence[Any], known_leaves: set[str], policy: AttachPolicy) -> None:
+        self.policy = policy
+        self.by_level: dict[int, list[Any]] = {}
+        for community in previous:
+            self.by_level.setdefault(community.level, []).append(community)
+        self.known = set(known_leaves)
+        self.renamed: dict[str, str] = {}
+        self.stats: dict[str, int] = {}
+
+    def grouping(
+        self, level: int, layer_ids: Sequence[str], vectors: np.ndarray, adjacency: Any | None = None,
+        group_new: GroupNew | None = None, group_vectors: np.ndarray | None = None,
+    ) -> Grouping | None:
+        old = self.by_level.get(level)
+        if not old:
+            return None
+        previous = [[self.renamed.get(child, child) for child in community.children] for community in old]
+        result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, self.policy, group_new,
+                              group_vectors)
+        for key, value in result.stats.items():
+            self.stats[key] = self.stats.get(key, 0) + value
+        return result
+
+    def built(self, level: int, grouping: Grouping | None, ids: Sequence[str]) -> None:
+        """The ids the builder gave this level's groups (in grouping order)."""
+        old = self.by_level.get(level, [])
+        if grouping is None:
+            self.renamed, self.known = {}, set()
+            return
+        self.renamed = {old[o].id: ids[i] for i, o in enumerate(grouping.origin) if o is not None}
+        self.known = set(self.renamed.values())
