@@ -58,7 +58,8 @@ def _build_lexical(
     with progress.task(label):
         build([chunk.indexed_text for chunk in workspace.iter_chunks()], ids)
     workspace.set_manifest_entry(
-        key, {"config": config, "inputs": fingerprint, "count": len(ids), "seconds": round(time.perf_counter() - start, 3)},
+        key, {"config": config, "inputs": fingerprint, "count": len(ids),
+              "seconds": round(time.perf_counter() - start, 3)},
         files=(directory,),
     )
     return True
