@@ -64,9 +64,8 @@ def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
 
     ws = Workspace.open(workspace)
     settings = settings_for(workspace)
-    if force and ws.manifest_entry(name) is not None:
-        with ws.db:
-            ws.db.execute("DELETE FROM manifest WHERE name = ?", (name,))
+    if force:
+        ws.drop_manifest_entry(name)
     ledger = UsageLedger()
     ctx = BuildContext(ws, settings, build_stack(settings, ws.cache()).accounted(ledger), Progress())
     started = time.perf_counter()

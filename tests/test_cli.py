@@ -218,6 +218,39 @@ def test_version() -> None:
     assert ok("--version").stdout.strip()
 
 
+def _delete_file(path: Path) -> None:
+    path.unlink()
+
+
+def _cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize(("file", "damage", "why"), [
+    ("entity_vectors.ids.json", _delete_file, "artifacts/entity_vectors.ids.json is missing"),
+    ("entity_vectors.npy", _cut_in_half, "artifacts/entity_vectors.npy has"),
+])
+def test_index_on_the_same_sources_repairs_a_damaged_artifact(
+    tmp_path: Path, fakes: dict[str, Any], file: str, damage: Any, why: str
+) -> None:
+    """What the 'damaged artifact' error advises (index again on the same sources) repairs it."""
+    corpus, ws = small_corpus(tmp_path), tmp_path / "ws"
+    (ws / "unirag.yaml").parent.mkdir()
+    (ws / "unirag.yaml").write_text("graph:\n  extractor: llm\n")
+    ok("index", corpus, "-w", ws, "--graph", "kg", "--index", "entity_vectors", "-q")
+    damage(ws / "artifacts" / file)
+    stale = json.loads(ok("stats", "-w", ws, "--json").stdout)["stale_artifacts"]
+    assert list(stale) == ["entity_vectors"] and stale["entity_vectors"].startswith(f"damaged ({why}")
+    query = ("query", "Where does the quokka live?", "-w", ws, "-m", "graphrag-er", "--retrieve-only", "--json")
+    assert_one_line_error(run(*query, "--no-build"), "'entity_vectors' is damaged", "--index entity_vectors")
+    report = json.loads(ok("index", corpus, "-w", ws, "--json").stdout)
+    assert report["rebuilt"] == ["entity_vectors"]
+    assert json.loads(ok("stats", "-w", ws, "--json").stdout)["stale_artifacts"] == {}
+    context = json.loads(ok(*query, "--no-build").stdout)["context"]
+    assert any(item["kind"] == "entity" for item in context)
+
+
 # -- errors: one line, non-zero, no traceback -----------------------------------------------------
 
 

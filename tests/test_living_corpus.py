@@ -270,7 +270,7 @@ def test_cli_documents_delete_and_stale_stats(tmp_path: Path) -> None:
     ingest(ws, [b], make_settings(root))
     ws.close()
     stats = runner.invoke(app, ["stats", "-w", str(root)])
-    assert "stale" in stats.stdout and "graph (v" in stats.stdout
+    assert "stale" in stats.stdout and "graph (built on corpus version" in stats.stdout
     result = runner.invoke(app, ["query", "Where is Perth?", "-w", str(root), "-m", "vanilla", "--retrieve-only",
                                  "--no-build"])
     assert result.exit_code != 0 and "chunk_vectors" in result.stderr and "--no-build" in result.stderr

@@ -102,6 +102,24 @@ def test_manifest_records_build_seconds(tmp_path: Path) -> None:
         assert 0 <= manifest[name]["seconds"] <= elapsed + 0.01, (name, manifest[name]["seconds"], elapsed)
 
 
+def test_a_lost_file_of_a_directory_artifact_makes_it_stale(tmp_path: Path) -> None:
+    """Directory artifacts record every file under them: losing one rebuilds the index."""
+    corpus, root = small_corpus(tmp_path), tmp_path / "ws"
+    index(root, [corpus])
+    ws = Workspace.open(root)
+    try:
+        recorded = ws.manifest_entry("chunk_bm25")["files"]
+        assert "artifacts/chunks.bm25/ids.json" in recorded and all(size > 0 for size in recorded.values())
+        assert not ws.stale_artifacts()
+        (root / "artifacts" / "chunks.bm25" / "ids.json").unlink()
+        assert ws.stale_artifacts() == {"chunk_bm25": "damaged (artifacts/chunks.bm25/ids.json is missing)"}
+    finally:
+        ws.close()
+    report, embedder = index(root, [corpus])
+    assert report.to_json()["rebuilt"] == ["chunk_bm25"] and embedder.calls == 0
+    assert Bm25Index.load(root / "artifacts" / "chunks.bm25").ids
+
+
 def test_duplicate_documents_are_skipped(tmp_path: Path) -> None:
     corpus = small_corpus(tmp_path)
     copy = tmp_path / "copy"

@@ -446,9 +446,9 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
         print(f"  artifact {name}: {entry.get('count', entry.get('entities', '?'))} items, "
               f"built {entry.get('built_at', '?')}")
     if data["stale_artifacts"]:
-        print(f"  stale (built on an older corpus than version {data['corpus_version']}; the next index, "
-              f"delete or query refreshes them): "
-              + ", ".join(f"{name} (v{version})" for name, version in sorted(data["stale_artifacts"].items())))
+        print(f"  stale or damaged (corpus version {data['corpus_version']}; the next index, delete or query "
+              f"refreshes them): "
+              + ", ".join(f"{name} ({why})" for name, why in sorted(data["stale_artifacts"].items())))
     for kind, counts in data["graphs"].items():
         print(f"  graph {kind:<7} {counts['nodes']:>8} nodes {counts['edges']:>9} edges")
     for name, info in data["communities"].items():

@@ -203,11 +203,12 @@ def prepare_query(
     ledger: UsageLedger | None = None,
 ) -> dict[str, str]:
     """Make the artifacts ``names`` (with what they need) current before a query runs:
-    build the missing, refresh those built on an older corpus. Returns what was done
-    (artifact -> why); the model calls are charged to ``ledger`` (the query's own).
+    build the missing, refresh those built on an older corpus or damaged (a file lost or
+    cut). Returns what was done (artifact -> why); the model calls are charged to
+    ``ledger`` (the query's own).
 
-    With ``build=False`` (``--no-build``) nothing is built: an artifact that is missing
-    or behind its corpus is one line naming it and the command that brings it up to date.
+    With ``build=False`` (``--no-build``) nothing is built: an artifact that is missing,
+    behind its corpus or damaged is one line naming it and the command that brings it up to date.
     A query never answers from an artifact built on an older corpus.
     """
     needed = outdated(workspace, list(names))
@@ -219,8 +220,9 @@ def prepare_query(
         )
     if not build:
         name, why = next(iter(needed.items()))
+        state = why if why == "missing" or why.startswith("damaged") else f"stale ({why})"
         raise WorkspaceError(
-            f"artifact '{name}' is {why if why == 'missing' else 'stale (' + why + ')'}: run "
+            f"artifact '{name}' is {state}: run "
             f"'unirag index -w {workspace.root} --index {name}' or query without --no-build"
         )
     ledger = ledger if ledger is not None else UsageLedger()

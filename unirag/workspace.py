@@ -197,6 +197,10 @@ class Workspace:
     def document_ids(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT id FROM documents")}
 
+    def document_titles(self) -> set[str]:
+        """The distinct non-empty titles of stored documents (gold evidence given by title)."""
+        return {row[0] for row in self.db.execute("SELECT DISTINCT title FROM documents") if row[0]}
+
     def add_documents(self, items: Iterable[tuple[Document, list[Chunk]]]) -> tuple[int, int]:
         """Append documents with their chunks and origins in one transaction; returns
         counts added. Adding anything moves the corpus to a new version."""
@@ -333,11 +337,38 @@ class Workspace:
             self.db.execute("DELETE FROM manifest WHERE name != 'chunks'")
         shutil.rmtree(self.root / "artifacts", ignore_errors=True)
 
-    def stale_artifacts(self) -> dict[str, int]:
-        """Artifacts built on an older corpus: name -> the version they were built on."""
+    def stale_artifacts(self) -> dict[str, str]:
+        """Built artifacts that cannot be served as they are: name -> why (built on an
+        older corpus, or damaged: a file of theirs is missing or cut)."""
         version = self.corpus_version()
-        return {name: entry.get("corpus_version", 0) for name, entry in self.manifest().items()
-                if name != "chunks" and entry.get("corpus_version", 0) < version}
+        return {name: why for name, entry in self.manifest().items()
+                if name != "chunks" and (why := self._problem(entry, version))}
+
+    def artifact_problem(self, name: str) -> str | None:
+        """Why artifact ``name`` cannot be served as it is, or None when it can:
+        ``missing``, ``built on corpus version N, now M``, or ``damaged (FILE ...)``."""
+        entry = self.manifest_entry(name)
+        return "missing" if entry is None else self._problem(entry, self.corpus_version())
+
+    def _problem(self, entry: dict[str, Any], version: int) -> str | None:
+        damage = self._damage(entry)
+        if damage:
+            return f"damaged ({damage})"
+        built_on = entry.get("corpus_version", 0)
+        return f"built on corpus version {built_on}, now {version}" if built_on < version else None
+
+    def _damage(self, entry: dict[str, Any]) -> str | None:
+        """The first recorded file of ``entry`` that is missing or has another size, said in
+        words; None when all are whole. Sizes, not hashes: a stat per file stays cheap on
+        gigabyte indices, and a cut or lost file (a killed copy, a cleanup) changes its size."""
+        for relative, size in entry.get("files", {}).items():
+            path = self.root / relative
+            if not path.is_file():
+                return f"{relative} is missing"
+            found = path.stat().st_size
+            if found != size:
+                return f"{relative} has {found} bytes, not {size}"
+        return None
 
     def counts(self) -> dict[str, int]:
         docs = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
@@ -368,10 +399,41 @@ class Workspace:
         row = self.db.execute("SELECT entry FROM manifest WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
 
-    def set_manifest_entry(self, name: str, entry: dict[str, Any]) -> None:
+    def set_manifest_entry(self, name: str, entry: dict[str, Any], files: Iterable[Path] = ()) -> None:
+        """Record that artifact ``name`` was built (``entry["inputs"]``: its fingerprint).
+
+        ``files``: the artifact's files and directories, written before this call; the
+        size of each file (every file under a directory) is recorded, so that
+        :meth:`is_current` and :meth:`stale_artifacts` see a lost or cut one."""
         entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
+        sizes = self._file_sizes(files)
+        if sizes:
+            entry["files"] = sizes
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (name, json.dumps(entry)))
+
+    def _file_sizes(self, paths: Iterable[Path]) -> dict[str, int]:
+        """Workspace-relative path -> size of every file in ``paths`` (directories walked)."""
+        sizes: dict[str, int] = {}
+        for path in paths:
+            found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for file in found:
+                if file.is_file():
+                    sizes[file.relative_to(self.root).as_posix()] = file.stat().st_size
+        return sizes
+
+    def is_current(self, name: str, fingerprint: str, files: Iterable[Path] = ()) -> bool:
+        """Whether artifact ``name`` is built from inputs with ``fingerprint`` and whole:
+        each of ``files`` exists (entries from before file records have only this check)
+        and every recorded file has its recorded size. A builder skips its work when True."""
+        entry = self.manifest_entry(name)
+        return (entry is not None and entry.get("inputs") == fingerprint
+                and all(path.exists() for path in files) and self._damage(entry) is None)
+
+    def drop_manifest_entry(self, name: str) -> None:
+        """Forget that artifact ``name`` was built: the next ensure rebuilds it."""
+        with self.db:
+            self.db.execute("DELETE FROM manifest WHERE name = ?", (name,))
 
     # -- usage -----------------------------------------------------------
     def record_usage(self, command: str, ledger: UsageLedger) -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -282,6 +282,87 @@ def pending_scores(requests: Sequence[ScoreRequest], done: Collection[str]) -> l
     return pending(requests, done)
 
 
+# -- the two kinds of judgment -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What tells a pairwise judgment from an absolute one; everything else (criteria,
+    clipping to the window, replicates, running, resuming) is one pipeline."""
+
+    prompt: str
+    stage: str
+    overall: str  # what "overall" asks, in the criteria block
+    slot: str  # the value each criterion's line of the reply shape holds
+    task: str  # what needs a chat model (its error) and the progress label
+    label: str
+    as_item: Callable[[Any], Any]
+    answers: Callable[[Any], dict[str, str]]  # the item's answers to clip, by method
+    # (order, prompt fields) for each way the clipped answers are shown
+    arrangements: Callable[[Any, dict[str, str]], list[tuple[str, dict[str, str]]]]
+    request: Callable[[Any, str, int, tuple[str, ...], ChatRequest], Any]
+    verdicts: Callable[[Any, str, str], list[Any]]  # (request, reply text, judge name)
+
+
+def _pair_item(raw: PairItem | Sequence[str]) -> PairItem:
+    return (raw if isinstance(raw, PairItem) else PairItem(*(str(x) for x in raw))).canonical()
+
+
+def _score_item(raw: ScoreItem | Sequence[str]) -> ScoreItem:
+    return raw if isinstance(raw, ScoreItem) else ScoreItem(*(str(x) for x in raw))
+
+
+def _pair_arrangements(item: PairItem, shown: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """Both orders: ``"ab"`` shows ``method_a`` as Answer 1."""
+    out = []
+    for order in ORDERS:
+        first, second = (item.method_a, item.method_b) if order == "ab" else (item.method_b, item.method_a)
+        out.append((order, {"first_answer": shown[first], "second_answer": shown[second]}))
+    return out
+
+
+def _pair_verdicts(req: PairRequest, text: str, judge: str) -> list[PairVerdict]:
+    """Map the reply's positions back to method names, one verdict per criterion."""
+    item = req.item
+    by_position = {"1": item.method_a, "2": item.method_b} if req.order == "ab" else \
+        {"1": item.method_b, "2": item.method_a}
+    by_position[TIE] = TIE
+    out = []
+    for criterion, decision in parse_pairwise(text, req.criteria).items():
+        winner = by_position.get(decision.value) if decision.value is not None else None
+        out.append(PairVerdict(item.question_id, item.method_a, item.method_b, criterion, req.order,
+                               req.replicate, winner, decision.reason, winner is not None, judge,
+                               "" if winner is not None else text[:RAW_CHARS]))
+    return out
+
+
+def _score_verdicts(req: ScoreRequest, text: str, judge: str) -> list[ScoreVerdict]:
+    out = []
+    for criterion, decision in parse_scores(text, req.criteria).items():
+        parsed = decision.value is not None
+        out.append(ScoreVerdict(req.item.question_id, req.item.method, criterion, req.replicate, decision.value,
+                                decision.reason, parsed, judge, "" if parsed else text[:RAW_CHARS]))
+    return out
+
+
+_PAIRWISE = _Kind(
+    prompt="eval_pairwise", stage=PAIR_STAGE, overall=_OVERALL_PAIR, slot='"winner": "1" | "2" | "tie"',
+    task="pairwise judging", label="judging answer pairs", as_item=_pair_item,
+    answers=lambda item: {item.method_a: item.answer_a, item.method_b: item.answer_b},
+    arrangements=_pair_arrangements,
+    request=lambda item, order, replicate, criteria, request: PairRequest(item, order, replicate, criteria, request),
+    verdicts=_pair_verdicts,
+)
+_ABSOLUTE = _Kind(
+    prompt="eval_absolute", stage=SCORE_STAGE, overall=_OVERALL_SCORE, slot='"score": <1-10>',
+    task="absolute scoring", label="scoring answers", as_item=_score_item,
+    answers=lambda item: {item.method: item.answer},
+    arrangements=lambda item, shown: [("", {"answer": shown[item.method]})],
+    request=lambda item, order, replicate, criteria, request: ScoreRequest(item, replicate, criteria, request),
+    verdicts=_score_verdicts,
+)
+
+
 # -- building requests -------------------------------------------------------------------------
 
 
@@ -308,12 +389,36 @@ def _version(prompt: Prompt, seed: int, replicate: int) -> str:
     return f"{prompt.cache_version}#seed={seed};r={replicate}"
 
 
-def _as_pair_item(item: PairItem | Sequence[str]) -> PairItem:
-    return item if isinstance(item, PairItem) else PairItem(*(str(x) for x in item))
-
-
-def _as_score_item(item: ScoreItem | Sequence[str]) -> ScoreItem:
-    return item if isinstance(item, ScoreItem) else ScoreItem(*(str(x) for x in item))
+def _requests(kind: _Kind, items: Iterable[Any], criteria: Sequence[str], replicates: int, seed: int,
+              config: JudgeConfig | None) -> list[Any]:
+    """Every (item, arrangement, replicate) request of ``kind``, each answer clipped so that
+    the prompt, all of the item's answers and the reply fit the window."""
+    if replicates < 1:
+        raise ValueError(f"replicates must be >= 1, got {replicates}")
+    config = config or JudgeConfig()
+    chosen = _check_criteria(criteria)
+    prompt = load_prompt(kind.prompt)
+    tokenizer = get_tokenizer(config.encoding)
+    shared = {"criteria": _criteria_block(chosen, kind.overall), "format": _format_block(chosen, kind.slot)}
+    temperature = config.temperature_for(replicates)
+    out = []
+    for raw in items:
+        item = kind.as_item(raw)
+        fields = {**shared, "question": item.question}
+        answers = kind.answers(item)
+        blank = kind.arrangements(item, dict.fromkeys(answers, ""))[0][1]
+        overhead = sum(tokenizer.count(m["content"]) for m in prompt.messages(**fields, **blank))
+        budget = answer_budget(overhead, len(answers), config.context_window, config.reply_tokens,
+                               config.answer_tokens)
+        shown = {method: clip(answer, budget, tokenizer) for method, answer in answers.items()}
+        for order, shown_fields in kind.arrangements(item, shown):
+            messages = prompt.messages(**fields, **shown_fields)
+            for replicate in range(replicates):
+                request = ChatRequest(messages=messages, stage=kind.stage,
+                                      prompt_version=_version(prompt, seed, replicate),
+                                      temperature=temperature, max_tokens=config.reply_tokens, json_mode=True)
+                out.append(kind.request(item, order, replicate, chosen, request))
+    return out
 
 
 def pair_requests(
@@ -328,33 +433,7 @@ def pair_requests(
     Items are :class:`PairItem` or tuples ``(question_id, question, method_a,
     answer_a, method_b, answer_b)``.
     """
-    if replicates < 1:
-        raise ValueError(f"replicates must be >= 1, got {replicates}")
-    config = config or JudgeConfig()
-    chosen = _check_criteria(criteria)
-    prompt = load_prompt("eval_pairwise")
-    tokenizer = get_tokenizer(config.encoding)
-    shared = {"criteria": _criteria_block(chosen, _OVERALL_PAIR),
-              "format": _format_block(chosen, '"winner": "1" | "2" | "tie"')}
-    temperature = config.temperature_for(replicates)
-    out: list[PairRequest] = []
-    for raw in items:
-        item = _as_pair_item(raw).canonical()
-        fields = {**shared, "question": item.question}
-        overhead = sum(tokenizer.count(m["content"]) for m in
-                       prompt.messages(**fields, first_answer="", second_answer=""))
-        budget = answer_budget(overhead, 2, config.context_window, config.reply_tokens, config.answer_tokens)
-        shown = {item.method_a: clip(item.answer_a, budget, tokenizer),
-                 item.method_b: clip(item.answer_b, budget, tokenizer)}
-        for order in ORDERS:
-            first, second = (item.method_a, item.method_b) if order == "ab" else (item.method_b, item.method_a)
-            messages = prompt.messages(**fields, first_answer=shown[first], second_answer=shown[second])
-            for replicate in range(replicates):
-                request = ChatRequest(messages=messages, stage=PAIR_STAGE,
-                                      prompt_version=_version(prompt, seed, replicate),
-                                      temperature=temperature, max_tokens=config.reply_tokens, json_mode=True)
-                out.append(PairRequest(item, order, replicate, chosen, request))
-    return out
+    return _requests(_PAIRWISE, items, criteria, replicates, seed, config)
 
 
 def score_requests(
@@ -366,46 +445,21 @@ def score_requests(
 ) -> list[ScoreRequest]:
     """Every (answer, replicate) request. Items are :class:`ScoreItem` or tuples
     ``(question_id, question, method, answer)``."""
-    if replicates < 1:
-        raise ValueError(f"replicates must be >= 1, got {replicates}")
-    config = config or JudgeConfig()
-    chosen = _check_criteria(criteria)
-    prompt = load_prompt("eval_absolute")
-    tokenizer = get_tokenizer(config.encoding)
-    shared = {"criteria": _criteria_block(chosen, _OVERALL_SCORE),
-              "format": _format_block(chosen, '"score": <1-10>')}
-    temperature = config.temperature_for(replicates)
-    out: list[ScoreRequest] = []
-    for raw in items:
-        item = _as_score_item(raw)
-        fields = {**shared, "question": item.question}
-        overhead = sum(tokenizer.count(m["content"]) for m in prompt.messages(**fields, answer=""))
-        budget = answer_budget(overhead, 1, config.context_window, config.reply_tokens, config.answer_tokens)
-        messages = prompt.messages(**fields, answer=clip(item.answer, budget, tokenizer))
-        for replicate in range(replicates):
-            request = ChatRequest(messages=messages, stage=SCORE_STAGE,
-                                  prompt_version=_version(prompt, seed, replicate),
-                                  temperature=temperature, max_tokens=config.reply_tokens, json_mode=True)
-            out.append(ScoreRequest(item, replicate, chosen, request))
-    return out
+    return _requests(_ABSOLUTE, items, criteria, replicates, seed, config)
 
 
 # -- running -----------------------------------------------------------------------------------
 
 
-def _pair_verdicts(req: PairRequest, text: str, judge: str) -> list[PairVerdict]:
-    """Map the reply's positions back to method names, one verdict per criterion."""
-    item = req.item
-    by_position = {"1": item.method_a, "2": item.method_b} if req.order == "ab" else \
-        {"1": item.method_b, "2": item.method_a}
-    by_position[TIE] = TIE
-    out = []
-    for criterion, decision in parse_pairwise(text, req.criteria).items():
-        winner = by_position.get(decision.value) if decision.value is not None else None
-        out.append(PairVerdict(item.question_id, item.method_a, item.method_b, criterion, req.order,
-                               req.replicate, winner, decision.reason, winner is not None, judge,
-                               "" if winner is not None else text[:RAW_CHARS]))
-    return out
+def _run(kind: _Kind, chat: ChatModel | None, requests: Sequence[Any], concurrency: int,
+         progress: Progress | None) -> list[Any]:
+    """Ask the judge every request (concurrently, fail fast); verdicts in request order.
+    Nothing to ask needs no model."""
+    if not requests:
+        return []
+    judge = require_chat(chat, kind.task)
+    replies = complete_all(judge, [r.request for r in requests], concurrency, progress, kind.label)
+    return [v for req, reply in zip(requests, replies) for v in kind.verdicts(req, reply.text, judge.name)]
 
 
 def run_pair_requests(
@@ -414,12 +468,18 @@ def run_pair_requests(
     concurrency: int = 4,
     progress: Progress | None = None,
 ) -> list[PairVerdict]:
-    """Ask the judge every request (concurrently, fail fast); verdicts in request order."""
-    if not requests:
-        return []
-    judge = require_chat(chat, "pairwise judging")
-    replies = complete_all(judge, [r.request for r in requests], concurrency, progress, "judging answer pairs")
-    return [v for req, reply in zip(requests, replies) for v in _pair_verdicts(req, reply.text, judge.name)]
+    """Ask the judge every pairwise request; verdicts in request order."""
+    return _run(_PAIRWISE, chat, requests, concurrency, progress)
+
+
+def run_score_requests(
+    chat: ChatModel | None,
+    requests: Sequence[ScoreRequest],
+    concurrency: int = 4,
+    progress: Progress | None = None,
+) -> list[ScoreVerdict]:
+    """Ask the judge every scoring request; verdicts in request order."""
+    return _run(_ABSOLUTE, chat, requests, concurrency, progress)
 
 
 def judge_pairs(
@@ -436,29 +496,8 @@ def judge_pairs(
 ) -> list[PairVerdict]:
     """Judge every pair in both orders, ``replicates`` times each; requests whose key is in
     ``done`` (already in the results file) are skipped."""
-    requests = pending_pairs(pair_requests(items, criteria, replicates, seed, config), done)
-    return run_pair_requests(chat, requests, concurrency, progress)
-
-
-def run_score_requests(
-    chat: ChatModel | None,
-    requests: Sequence[ScoreRequest],
-    concurrency: int = 4,
-    progress: Progress | None = None,
-) -> list[ScoreVerdict]:
-    """Ask the judge every scoring request; verdicts in request order."""
-    if not requests:
-        return []
-    judge = require_chat(chat, "absolute scoring")
-    replies = complete_all(judge, [r.request for r in requests], concurrency, progress, "scoring answers")
-    out = []
-    for req, reply in zip(requests, replies):
-        for criterion, decision in parse_scores(reply.text, req.criteria).items():
-            parsed = decision.value is not None
-            out.append(ScoreVerdict(req.item.question_id, req.item.method, criterion, req.replicate,
-                                    decision.value, decision.reason, parsed, judge.name,
-                                    "" if parsed else reply.text[:RAW_CHARS]))
-    return out
+    requests = pending(_requests(_PAIRWISE, items, criteria, replicates, seed, config), done)
+    return _run(_PAIRWISE, chat, requests, concurrency, progress)
 
 
 def score_absolute(
@@ -473,9 +512,10 @@ def score_absolute(
     done: Collection[str] = (),
     config: JudgeConfig | None = None,
 ) -> list[ScoreVerdict]:
-    """Score every answer 1-10 per criterion, ``replicates`` times (LeanRAG: 5)."""
-    requests = pending_scores(score_requests(items, criteria, replicates, seed, config), done)
-    return run_score_requests(chat, requests, concurrency, progress)
+    """Score every answer 1-10 per criterion, ``replicates`` times (LeanRAG: 5); requests
+    whose key is in ``done`` are skipped."""
+    requests = pending(_requests(_ABSOLUTE, items, criteria, replicates, seed, config), done)
+    return _run(_ABSOLUTE, chat, requests, concurrency, progress)
 
 
 # -- aggregation -------------------------------------------------------------------------------

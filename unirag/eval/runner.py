@@ -243,8 +243,7 @@ def prepare_workspace(
         # questions with gold titles only (generic, MultiHop-RAG, ALCE): recall compares titles
         titled = {normalize_answer(t) for q in dataset.questions if not q.evidence_ids for t in q.evidence} - {""}
         if titled:
-            stored = {normalize_answer(row[0])
-                      for row in workspace.db.execute("SELECT DISTINCT title FROM documents") if row[0]}
+            stored = {normalize_answer(title) for title in workspace.document_titles()}
             missing += len(titled - stored)
         total = len(gold) + len(titled)
         if missing:

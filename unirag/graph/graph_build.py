@@ -92,8 +92,7 @@ def build_merged_graph(
     """Extract what is missing, then merge when the inputs changed; False when up to date."""
     extractor, _ = run_extraction(workspace, store, settings, models, progress)
     inputs, merge_config = merge_inputs(workspace, settings, extractor)
-    entry = workspace.manifest_entry("graph")
-    if entry and entry.get("inputs") == inputs:
+    if workspace.is_current("graph", inputs):
         return False
     tick = time.perf_counter()
     graph = merge_extractions(store.load_extractions(extractor, workspace.chunk_ids()))
@@ -117,8 +116,7 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
     """Passage-graph (``pg``) or hybrid chunk-chunk edges; False when up to date."""
     minimum = settings.graph.passage_threshold if kind == "pg" else settings.graph.hybrid_threshold + 1
     link_inputs = config_hash({"graph": workspace.manifest_entry("graph")["inputs"], "minimum": minimum})
-    entry = workspace.manifest_entry(f"chunk_links:{kind}")
-    if entry and entry.get("inputs") == link_inputs:
+    if workspace.is_current(f"chunk_links:{kind}", link_inputs):
         return False
     links = shared_entity_links(store.load_graph(), workspace.chunk_ids(), minimum)
     store.save_chunk_links(kind, links)
@@ -151,8 +149,7 @@ def build_tree_artifact(
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
     inputs = config_hash({"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(),
                           "chat": chat.name if chat is not None else "extractive"})
-    entry = workspace.manifest_entry(name)
-    if entry and entry.get("inputs") == inputs:
+    if workspace.is_current(name, inputs):
         return False
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]

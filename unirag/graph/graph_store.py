@@ -170,7 +170,7 @@ class GraphStore:
         manifest = self.workspace.manifest()
         out: dict[str, dict[str, int]] = {}
         one = lambda sql: self.db.execute(sql).fetchone()[0]
-        chunks = one("SELECT COUNT(*) FROM chunks")
+        chunks = self.workspace.counts()["chunks"]
         if "graph" in manifest:
             entities, relationships = one("SELECT COUNT(*) FROM entities"), one("SELECT COUNT(*) FROM relationships")
             for kind in ("kg", "tkg", "rkg"):
@@ -211,6 +211,14 @@ class GraphStore:
                 [(tree, nid, layer, text, json.dumps(children), np.asarray(vec, dtype=np.float32).tobytes())
                  for nid, layer, text, children, vec in nodes],
             )
+
+    def tree_nodes(self, tree: str, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
+        """(layer, text, children) of the nodes ``ids`` of tree ``tree``: a primary-key
+        lookup of a query's few hits, without the vectors."""
+        marks = ",".join("?" * len(ids))
+        rows = self.db.execute(f"SELECT id, layer, text, children FROM tree_nodes WHERE tree = ? AND id IN ({marks})",
+                               [tree, *ids])
+        return {row[0]: (int(row[1]), row[2], json.loads(row[3])) for row in rows}
 
     def load_tree(self, tree: str = DEFAULT_TREE) -> list[tuple[str, int, str, list[str], np.ndarray]]:
         rows = self.db.execute(

@@ -150,11 +150,10 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
 
     def build(ctx: BuildContext) -> bool:
         from unirag.index import entity_graph
-        from unirag.index.vector_artifacts import build_text_vectors
+        from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
-        entry = ctx.workspace.manifest_entry(kind)
-        if entry and entry.get("inputs") == fingerprint and ctx.workspace.artifact_path(f"{kind}.hnsw").exists():
+        if ctx.workspace.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
         make = {"entity_vectors": entity_graph.entity_full_texts,
                 "entity_name_vectors": entity_graph.entity_name_texts,
@@ -170,13 +169,12 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
 
 def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.vector_artifacts import index_given_vectors
+        from unirag.index.vector_artifacts import index_given_vectors, vector_files
 
         tree, key = tree_names(variant)
         stem = key.replace(":", ".")
         inputs = config_hash(ctx.inputs_of(tree))
-        entry = ctx.workspace.manifest_entry(key)
-        if entry and entry.get("inputs") == inputs and ctx.workspace.artifact_path(f"{stem}.hnsw").exists():
+        if ctx.workspace.is_current(key, inputs, vector_files(ctx.workspace, stem)):
             return False
         nodes = ctx.store.load_tree(tree)
         vectors = np.stack([node[4] for node in nodes]) if nodes else np.zeros((0, 1), np.float32)
@@ -328,8 +326,7 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
             "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[base]), "config": _config_dict(config),
             "chat": getattr(summary_chat(ctx), "name", "extractive"), "embedder": ctx.models.embedder.name,
         })
-        entry = ctx.workspace.manifest_entry(key)
-        if entry and entry.get("inputs") == inputs:
+        if ctx.workspace.is_current(key, inputs):
             return False
         started = time.perf_counter()
         result = run()
@@ -347,11 +344,13 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
 def _hygrag_node_vectors(ctx: BuildContext) -> bool:
     """Written by the ``communities:hygrag`` builder; when missing, that builder runs again
     (its summaries come from the cache, so a rebuild costs no model call)."""
-    if ctx.workspace.manifest_entry("hygrag_node_vectors") and ctx.workspace.artifact_path(
-            "hygrag_node_vectors.hnsw").exists():
-        return False
-    with ctx.workspace.db:
-        ctx.workspace.db.execute("DELETE FROM manifest WHERE name = 'communities:hygrag'")
+    from unirag.index.vector_artifacts import vector_files
+
+    entry = ctx.workspace.manifest_entry("hygrag_node_vectors")
+    if entry and ctx.workspace.is_current("hygrag_node_vectors", entry.get("inputs", ""),
+                                          vector_files(ctx.workspace, "hygrag_node_vectors")):
+        return False  # current with whatever the hierarchy built it from (that builder checks its inputs)
+    ctx.workspace.drop_manifest_entry("communities:hygrag")
     return _hierarchy("hygrag")(ctx)
 
 
@@ -365,7 +364,7 @@ def community_text(community: Any) -> str:
 def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
         from unirag.index.community_store import CommunityStore
-        from unirag.index.vector_artifacts import build_text_vectors
+        from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         communities = CommunityStore(ctx.workspace).load(name)
         return build_text_vectors(
@@ -404,8 +403,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     config = hierarchy_config(ctx.settings, "chnsw", CHnswConfig)
     inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": _config_dict(config)})
     directory = ctx.workspace.artifact_path(key.replace(":", "."))
-    entry = ctx.workspace.manifest_entry(key)
-    if entry and entry.get("inputs") == inputs and directory.exists():
+    if ctx.workspace.is_current(key, inputs, (directory,)):
         return False
     started = time.perf_counter()
     entity_ids, entity_vectors = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
@@ -424,7 +422,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     ctx.workspace.set_manifest_entry(key, {
         "config": _config_dict(config), "inputs": inputs, "stats": index.stats(),
         "seconds": round(time.perf_counter() - started, 3),
-    })
+    }, files=(directory,))
     return True
 
 
@@ -540,15 +538,6 @@ def built_artifacts(workspace: Workspace) -> list[str]:
 
 
 def outdated(workspace: Workspace, names: list[str]) -> dict[str, str]:
-    """Of ``names`` and what they need: each artifact that is missing or built on an older
-    corpus, with why (``missing`` or ``built on corpus version N, now M``)."""
-    version = workspace.corpus_version()
-    manifest = workspace.manifest()
-    out: dict[str, str] = {}
-    for name in build_order(names):
-        entry = manifest.get(name)
-        if entry is None:
-            out[name] = "missing"
-        elif entry.get("corpus_version", 0) < version:
-            out[name] = f"built on corpus version {entry.get('corpus_version', 0)}, now {version}"
-    return out
+    """Of ``names`` and what they need: each artifact that is missing, built on an older
+    corpus or damaged, with why (see ``Workspace.artifact_problem``)."""
+    return {name: why for name in build_order(names) if (why := workspace.artifact_problem(name))}

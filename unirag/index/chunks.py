@@ -52,14 +52,15 @@ def _build_lexical(
     """Build a lexical index over chunk texts into ``directory`` unless up to date."""
     ids = workspace.chunk_ids()
     fingerprint = config_hash({"chunks": ids, **config})
-    entry = workspace.manifest_entry(key)
-    if entry and entry.get("inputs") == fingerprint and directory.exists():
+    if workspace.is_current(key, fingerprint, (directory,)):
         return False
     start = time.perf_counter()
     with progress.task(label):
         build([chunk.indexed_text for chunk in workspace.iter_chunks()], ids)
     workspace.set_manifest_entry(
-        key, {"config": config, "inputs": fingerprint, "count": len(ids), "seconds": round(time.perf_counter() - start, 3)}
+        key, {"config": config, "inputs": fingerprint, "count": len(ids),
+              "seconds": round(time.perf_counter() - start, 3)},
+        files=(directory,),
     )
     return True
 

@@ -30,6 +30,12 @@ def vector_paths(workspace: Workspace, file_stem: str) -> tuple[Path, Path]:
     return workspace.artifact_path(f"{file_stem}.npy"), workspace.artifact_path(f"{file_stem}.hnsw")
 
 
+def vector_files(workspace: Workspace, file_stem: str) -> tuple[Path, Path, Path]:
+    """Every file of one vector artifact: vectors, index and the index's row -> id map."""
+    vectors_path, hnsw_path = vector_paths(workspace, file_stem)
+    return vectors_path, hnsw_path, HnswIndex.ids_path(hnsw_path)
+
+
 def texts_fingerprint(ids: Sequence[str], texts: Sequence[str], model: str) -> str:
     digest = hashlib.sha256()
     for item_id, text in zip(ids, texts, strict=True):
@@ -76,7 +82,7 @@ def save_vector_artifact(
         "count": len(ids),
         "dim": int(vectors.shape[1]) if len(ids) else 0,
         "seconds": round(time.perf_counter() - started, 3),
-    })
+    }, files=vector_files(workspace, file_stem))
 
 
 def build_text_vectors(
@@ -95,8 +101,7 @@ def build_text_vectors(
 ) -> bool:
     """Embed ``texts`` and index them under manifest ``key``; False when up to date."""
     inputs = fingerprint or texts_fingerprint(ids, texts, embedder.name)
-    entry = workspace.manifest_entry(key)
-    if entry and entry.get("inputs") == inputs and vector_paths(workspace, file_stem)[1].exists():
+    if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
     vectors = embed_in_length_order(embedder, texts, batch_size, progress, label, stage, lengths)
@@ -109,8 +114,7 @@ def index_given_vectors(
     model: str, progress: Progress,
 ) -> bool:
     """Index vectors computed elsewhere (tree nodes); False when up to date."""
-    entry = workspace.manifest_entry(key)
-    if entry and entry.get("inputs") == inputs and vector_paths(workspace, file_stem)[1].exists():
+    if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
     vectors = normalise_rows(np.asarray(vectors, dtype=np.float32)) if len(ids) else np.zeros((0, 1), np.float32)

@@ -37,16 +37,21 @@ class HnswIndex:
             index.add_items(vectors, np.arange(len(ids)), num_threads=-1)
         return cls(index, list(ids), dim)
 
+    @staticmethod
+    def ids_path(path: Path) -> Path:
+        """The row -> id map saved beside the index at ``path``."""
+        return path.with_suffix(".ids.json")
+
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             self._index.save_index(str(tmp))
-        atomic_write_bytes(path.with_suffix(".ids.json"), json.dumps({"dim": self.dim, "ids": self.ids}).encode())
+        atomic_write_bytes(self.ids_path(path), json.dumps({"dim": self.dim, "ids": self.ids}).encode())
 
     @classmethod
     def load(cls, path: Path) -> HnswIndex:
         import hnswlib
 
-        meta = json.loads(path.with_suffix(".ids.json").read_text())
+        meta = json.loads(cls.ids_path(path).read_text())
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(meta["ids"])))
         return cls(index, meta["ids"], meta["dim"])
@@ -54,7 +59,7 @@ class HnswIndex:
     @staticmethod
     def load_ids(path: Path) -> list[str]:
         """The row -> id map of a saved index, without loading the index."""
-        return list(json.loads(path.with_suffix(".ids.json").read_text())["ids"])
+        return list(json.loads(HnswIndex.ids_path(path).read_text())["ids"])
 
     def __len__(self) -> int:
         return len(self.ids)

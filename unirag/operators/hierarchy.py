@@ -151,18 +151,13 @@ def _check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
 
 
 def _tree_nodes(resources: Resources, tree: str, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
-    """(layer, text, children) of the nodes ``ids`` of tree ``tree`` (a primary-key lookup of the few hits)."""
-    import json
-
+    """(layer, text, children) of the nodes ``ids`` of tree ``tree`` (a lookup of the few hits)."""
     from unirag.graph.graph_store import GraphStore
 
     if not ids:
         return {}
     store = loaded(resources, "graph_store", (tree,), lambda: GraphStore(resources.workspace))
-    marks = ",".join("?" * len(ids))
-    rows = store.db.execute(f"SELECT id, layer, text, children FROM tree_nodes WHERE tree = ? AND id IN ({marks})",
-                            [tree, *ids])
-    return {row[0]: (int(row[1]), row[2], json.loads(row[3])) for row in rows}
+    return store.tree_nodes(tree, ids)
 
 
 def tree_collapsed(state: QueryState, top_k: int = 4, tree: str = "") -> list[ContextItem]:
