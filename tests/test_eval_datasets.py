@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.dev_sets import DevSets
 from unirag.errors import ConfigError, SourceError
 from unirag.eval.datasets import Dataset, Question, load_dataset
 from unirag.text.chunking import chunk_document
@@ -35,13 +36,13 @@ def write_jsonl(path: Path, records: list[object]) -> Path:
     return path
 
 
-# ---------------------------------------------------------------- the shared dev sets
+# ---------------------------------------------------------------- the dev sets (tests/data samples; shared files)
 
 
-def test_shared_hotpotqa(shared_datasets: Path) -> None:
-    ds = load_dataset("hotpotqa", data_dir=shared_datasets)
-    assert (ds.name, ds.fmt, len(ds)) == ("hotpotqa", "hotpotqa", 100)
-    assert ds.corpus_paths == [shared_datasets / "hotpotqa" / "hotpotqa_train_corpus.json"]
+def test_hotpotqa_dev_set(dev_sets: DevSets) -> None:
+    ds = load_dataset("hotpotqa", data_dir=dev_sets.root)
+    assert (ds.name, ds.fmt, len(ds)) == ("hotpotqa", "hotpotqa", dev_sets.hotpotqa_questions)
+    assert ds.corpus_paths == [dev_sets.root / "hotpotqa" / "hotpotqa_train_corpus.json"]
     assert all(q.answers and q.evidence and q.kind == "factoid" for q in ds.questions)
     first = ds.questions[0]
     assert first.question == "If Gallu is a demon Lilu is what?"
@@ -49,7 +50,7 @@ def test_shared_hotpotqa(shared_datasets: Path) -> None:
     assert first.evidence == ["Alû", "Lilu (mythology)"]
     assert first.meta["level"] == "easy"
     docs = list(ds.documents())
-    assert len(docs) == 994 and all(d.presplit for d in docs)
+    assert len(docs) == dev_sets.hotpotqa_passages and all(d.presplit for d in docs)
     by_id = {d.id: d for d in docs}
     titles = {d.title for d in docs}
     for q in ds.questions[:10]:
@@ -57,9 +58,9 @@ def test_shared_hotpotqa(shared_datasets: Path) -> None:
         assert [by_id[i].title for i in q.evidence_ids] == q.evidence
 
 
-def test_shared_musique(shared_datasets: Path) -> None:
-    ds = load_dataset("musique", data_dir=shared_datasets)
-    assert (ds.fmt, len(ds)) == ("musique", 100)
+def test_musique_dev_set(dev_sets: DevSets) -> None:
+    ds = load_dataset("musique", data_dir=dev_sets.root)
+    assert (ds.fmt, len(ds)) == ("musique", dev_sets.musique_questions)
     first = ds.questions[0]
     assert first.id == "2hop__150763_14904"
     assert first.answers == ["G. Stanley Hall", "Stanley Hall"]  # answer_aliases merged after the answer
@@ -67,7 +68,7 @@ def test_shared_musique(shared_datasets: Path) -> None:
     assert len(first.meta["question_decomposition"]) == 2
     assert all(q.answers and q.evidence for q in ds.questions)
     docs = list(ds.documents())
-    assert len(docs) == 1890 and all(d.presplit for d in docs)
+    assert len(docs) == dev_sets.musique_passages and all(d.presplit for d in docs)
     by_id = {d.id: d for d in docs}
     for q in ds.questions[:10]:
         # Ids pin the exact supporting paragraphs, even where two share a title.
@@ -75,15 +76,15 @@ def test_shared_musique(shared_datasets: Path) -> None:
         assert {by_id[i].title for i in q.evidence_ids} == set(q.evidence)
 
 
-def test_shared_limit_keeps_the_whole_corpus(shared_datasets: Path) -> None:
-    ds = load_dataset(shared_datasets / "hotpotqa" / "hotpotqa_train.json", limit=5)
-    assert len(ds) == 5 and ds.name == "hotpotqa_train"
-    assert sum(1 for _ in ds.documents()) == 994
+def test_limit_keeps_the_whole_corpus(dev_sets: DevSets) -> None:
+    ds = load_dataset(dev_sets.root / "hotpotqa" / "hotpotqa_train.json", limit=2)
+    assert len(ds) == 2 and ds.name == "hotpotqa_train"
+    assert sum(1 for _ in ds.documents()) == dev_sets.hotpotqa_passages
 
 
-def test_shared_2wiki_has_no_questions(shared_datasets: Path) -> None:
+def test_2wiki_dev_set_has_no_questions(dev_sets: DevSets) -> None:
     with pytest.raises(SourceError, match=r"2wikimultihopqa: no question file found \(only corpus files: "):
-        load_dataset("2wiki", data_dir=shared_datasets)
+        load_dataset("2wiki", data_dir=dev_sets.root)
 
 
 # ---------------------------------------------------------------- HotpotQA-style and MuSiQue layouts

@@ -1,17 +1,17 @@
 """Tests for the zero-LLM extractor (spaCy NER + sentence co-occurrence).
 
 The model loads once per module (about a second); every test reads small
-hand-written chunks whose content is known, plus one pass over 200 real
-MuSiQue passages when the shared datasets are present.
+hand-written chunks whose content is known, plus one pass over the 60 real
+MuSiQue passages of tests/data.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.dev_sets import SAMPLE_DATASETS
 from unirag.graph.extract_nlp import NlpExtractor, clean_title, truncate
 from unirag.graph.types import ChunkExtraction, RelationMention
 from unirag.errors import UniragError
@@ -19,7 +19,7 @@ from unirag.text.types import Chunk
 
 pytest.importorskip("spacy")
 
-MUSIQUE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "musique" / "musique_train_corpus.json"
+MUSIQUE = SAMPLE_DATASETS / "musique" / "musique_train_corpus.json"
 
 TEUTBERGA = (
     "Teutberga (died 11 November 875) was a queen of Lotharingia by marriage to Lothair II. "
@@ -227,9 +227,7 @@ def test_worker_processes_give_the_same_result(extractor: NlpExtractor) -> None:
 
 
 def test_musique_passages(extractor: NlpExtractor) -> None:
-    if not MUSIQUE.is_file():
-        pytest.skip(f"shared dataset {MUSIQUE} not present")
-    passages = json.loads(MUSIQUE.read_text(encoding="utf-8"))[:200]
+    passages = json.loads(MUSIQUE.read_text(encoding="utf-8"))
     chunks = [chunk(p["text"], p["title"], cid=f"c{i}") for i, p in enumerate(passages)]
     results = list(extractor.extract(chunks))
     assert [r.chunk_id for r in results] == [c.id for c in chunks]

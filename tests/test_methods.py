@@ -64,11 +64,11 @@ def indexed(tmp_path: Path) -> Iterator[Indexed]:
     data.ws.close()
 
 
-# -- the four shipped methods ------------------------------------------------------------
+# -- the four plain methods: no graph, one model call ------------------------------------------
 
 
 @pytest.mark.parametrize("method", ["zeroshot", "cot", "bm25", "vanilla"])
-def test_every_method_answers(indexed: Indexed, method: str) -> None:
+def test_plain_methods_answer_with_one_call_usage_and_timings(indexed: Indexed, method: str) -> None:
     result = indexed.ask(method)
     assert isinstance(result.answer, str) and result.answer.strip()
     assert result.method == method
@@ -119,7 +119,7 @@ def test_extract_answer(raw: str, answer: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["bm25", "vanilla"])
-def test_retrieval_methods_return_top_k_chunks(indexed: Indexed, method: str) -> None:
+def test_bm25_and_vanilla_return_top_k_chunks_in_score_order(indexed: Indexed, method: str) -> None:
     result = indexed.ask(method, BROAD_QUESTION)
     top_k = Settings().retrieval.top_k
     assert len(result.context) == top_k

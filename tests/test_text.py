@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.dev_sets import SAMPLE_DATASETS, DevSets
 from unirag.config import LoaderSettings
 from unirag.errors import SourceError
 from unirag.text.chunking import chunk_document
@@ -14,7 +15,6 @@ from unirag.text.loaders import FORMATS, detect_format, load_documents
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
 from unirag.text.types import Document
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SAMPLES = [
     "hello world",
     "Grüße aus Köln — naïve café, 東京の天気は晴れ。🎉👩‍🔬",
@@ -27,13 +27,6 @@ SAMPLES = [
 @pytest.fixture(scope="module")
 def tok() -> Tokenizer:
     return get_tokenizer("cl100k_base")
-
-
-def dataset(rel: str) -> Path:
-    path = DATASETS / rel
-    if not path.is_file():
-        pytest.skip(f"shared dataset {path} not present")
-    return path
 
 
 def load(sources: list[Path], **kwargs: object) -> tuple[list[Document], list[str]]:
@@ -184,19 +177,20 @@ def test_chunk_invalid_settings(tok: Tokenizer, size: int, overlap: int) -> None
         chunk_document(make_doc("some text"), tok, size, overlap)
 
 
-# --- loaders on the shared datasets ----------------------------------------
+# --- loaders on the real datasets (samples in tests/data; full files where shared) ----
 
 
 @pytest.mark.parametrize(
-    ("rel", "fmt", "count"),
+    ("rel", "fmt", "count_field"),
     [
-        ("hotpotqa/hotpotqa_train_corpus.json", "hotpotqa", 994),
-        ("2wikimultihopqa/2wikimultihopqa_corpus.json", "2wiki", 6119),
-        ("musique/musique_train_corpus.json", "2wiki", 1890),
+        ("hotpotqa/hotpotqa_train_corpus.json", "hotpotqa", "hotpotqa_passages"),
+        ("2wikimultihopqa/2wikimultihopqa_corpus.json", "2wiki", "twowiki_passages"),
+        ("musique/musique_train_corpus.json", "2wiki", "musique_passages"),
     ],
 )
-def test_dataset_corpora(rel: str, fmt: str, count: int) -> None:
-    path = dataset(rel)
+def test_dataset_corpora(dev_sets: DevSets, rel: str, fmt: str, count_field: str) -> None:
+    path = dev_sets.root / rel
+    count = getattr(dev_sets, count_field)
     assert detect_format(path) == fmt
     docs, warnings = load([path])
     assert warnings == []
@@ -207,7 +201,7 @@ def test_dataset_corpora(rel: str, fmt: str, count: int) -> None:
 
 
 def test_hotpotqa_questions() -> None:
-    path = dataset("hotpotqa/hotpotqa_train.json")
+    path = SAMPLE_DATASETS / "hotpotqa" / "hotpotqa_train.json"
     assert detect_format(path) == "hotpotqa"
     questions = json.loads(path.read_text(encoding="utf-8"))
     docs, _ = load([path])
@@ -218,13 +212,12 @@ def test_hotpotqa_questions() -> None:
     title, sentences = questions[0]["context"][0]
     first = next(d for d in docs if d.title == title)
     assert first.text == "".join(sentences).strip()
-    corpus = DATASETS / "hotpotqa" / "hotpotqa_train_corpus.json"
-    if corpus.is_file():
-        assert {d.id for d in docs} == {d.id for d in load([corpus])[0]}
+    corpus = SAMPLE_DATASETS / "hotpotqa" / "hotpotqa_train_corpus.json"
+    assert {d.id for d in docs} == {d.id for d in load([corpus])[0]}
 
 
 def test_musique_questions() -> None:
-    path = dataset("musique/musique_train.json")
+    path = SAMPLE_DATASETS / "musique" / "musique_train.json"
     assert detect_format(path) == "musique"
     docs, _ = load([path])
     questions = json.loads(path.read_text(encoding="utf-8"))
@@ -234,7 +227,7 @@ def test_musique_questions() -> None:
 
 
 def test_forced_dataset_format_mismatch() -> None:
-    path = dataset("musique/musique_train.json")
+    path = SAMPLE_DATASETS / "musique" / "musique_train.json"
     with pytest.raises(SourceError) as info:
         list(load_documents([path], fmt="hotpotqa"))
     message = str(info.value)

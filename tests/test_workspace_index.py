@@ -17,6 +17,7 @@ from fakes import (
     make_settings,
     small_corpus,
 )
+from tests.dev_sets import SAMPLE
 
 from unirag.errors import WorkspaceError
 from unirag.index.bm25 import Bm25Index
@@ -343,16 +344,14 @@ def test_atomic_write_bytes_failure_keeps_old_content(tmp_path: Path, monkeypatc
 # -- a real dataset -----------------------------------------------------------------------------
 
 
-def test_hotpotqa_questions_and_corpus(tmp_path: Path, shared_datasets: Path) -> None:
+def test_hotpotqa_questions_and_corpus(tmp_path: Path, sample_datasets: Path) -> None:
     """The question file's contexts and the corpus file hold the same passages: each is stored once."""
-    folder = shared_datasets / "hotpotqa"
+    folder = sample_datasets / "hotpotqa"
     questions, corpus = folder / "hotpotqa_train.json", folder / "hotpotqa_train_corpus.json"
-    if not (questions.is_file() and corpus.is_file()):
-        pytest.skip("hotpotqa files not present")
     root = tmp_path / "ws"
     report, embedder = index(root, [questions, corpus])
     data = report.to_json()
-    assert data["documents_added"] > 500
+    assert data["documents_added"] == SAMPLE.hotpotqa_passages
     assert data["duplicates_skipped"] == data["documents_seen"] - data["documents_added"] > 0
     assert data["chunks_added"] == data["documents_added"]  # presplit passages stay whole
     assert embedder.embedded_texts == data["chunks_added"]
