@@ -14,7 +14,7 @@ per process from the ``chunk_links`` table (``Resources.derived``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.hierarchy import check_model, loaded, question_vector, vector_rows
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 PROMPT = "kgp_next"
 MAX_PASSAGE_TOKENS = 400  # passage text shown to the traversal agent
@@ -39,7 +42,7 @@ class PassageGraph:
     ids: list[str]
     row: dict[str, int]
     vectors: np.ndarray  # (C, d), memory-mapped, L2-normalised rows
-    adjacency: Any
+    adjacency: csr_matrix
 
 
 def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
