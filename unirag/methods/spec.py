@@ -88,6 +88,18 @@ class MethodSpec(BaseModel):
         """Every operator call, those inside ``repeat`` blocks included, in order."""
         return [call for step in self.operators for call in step.calls()]
 
+    def located_calls(self) -> list[tuple[str, OperatorCall]]:
+        """Every operator call with where it sits in the file (``operators[2]``,
+        ``operators[1].repeat.operators[0]``), for messages that point at it."""
+        out: list[tuple[str, OperatorCall]] = []
+        for position, step in enumerate(self.operators):
+            if isinstance(step, RepeatBlock):
+                out += [(f"operators[{position}].repeat.operators[{inner}]", call)
+                        for inner, call in enumerate(step.repeat.operators)]
+            else:
+                out.append((f"operators[{position}]", step))
+        return out
+
     def requires(self) -> list[str]:
         """Workspace artifacts the operators need (derived, never declared twice)."""
         from unirag.operators.registry import operator_registry
@@ -101,28 +113,33 @@ class MethodSpec(BaseModel):
         return out
 
     def check(self, where: str) -> MethodSpec:
-        """Every operator and conversion must exist; params must be known ones."""
+        """Every operator and conversion must exist; params must be known ones, of the
+        types (and in the ranges) the operator function's annotations give."""
         from unirag.operators.registry import conversion_registry, operator_registry
 
         operators, conversions = operator_registry(), conversion_registry()
         for name in self.question:
             if name not in conversions:
                 raise MethodError(f"{where}: unknown question conversion '{name}' (known: {', '.join(conversions)})")
-        for call in self.calls():
+        for at, call in self.located_calls():
             spec = operators.get(call.op)
             if spec is None:
-                raise MethodError(f"{where}: unknown operator '{call.op}' (known: {', '.join(sorted(operators))})")
-            allowed = {name for name, _ in spec.params} | {"emit"}
-            unknown = set(call.params) - allowed
+                known = ", ".join(sorted(operators))
+                raise MethodError(f"{where}: {at}: unknown operator '{call.op}' (known: {known})")
+            unknown = spec.unknown_params(call.params)
             if unknown:
-                raise MethodError(f"{where}: operator {call.op} has no parameter {', '.join(sorted(unknown))}")
+                raise MethodError(f"{where}: {at}: operator {call.op} has no parameter {', '.join(unknown)} "
+                                  f"(known: {', '.join(spec.accepted_params)})")
+            problem = spec.invalid_param(call.params)
+            if problem:
+                raise MethodError(f"{where}: {at} {call.op}.{problem.name}: {problem.message}")
             missing = [need for need in spec.needs_for(call.params) if need not in self.question]
             if missing:
-                raise MethodError(f"{where}: operator {call.op} needs question conversion {', '.join(missing)}")
+                raise MethodError(f"{where}: {at}: operator {call.op} needs question conversion {', '.join(missing)}")
         from unirag.prompts.prompt import load_prompt
 
         prompts = [("generation.prompt", self.generation.prompt)] + [
-            (f"operators.{position}.repeat.until", step.repeat.until) for position, step in enumerate(self.operators)
+            (f"operators[{position}].repeat.until", step.repeat.until) for position, step in enumerate(self.operators)
             if isinstance(step, RepeatBlock) and step.repeat.until]
         for field, prompt in prompts:
             try:

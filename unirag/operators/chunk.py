@@ -15,16 +15,19 @@ and returns chunk items; ties are broken by chunk id.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, OperatorSpec
+
+if TYPE_CHECKING:
+    from unirag.operators.graph_index import GraphIndex
 
 
-def chunk_vdb(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def chunk_vdb(state: QueryState, top_k: Count = 4) -> list[ContextItem]:
     """Top-k chunks by cosine similarity to the question (VanillaRAG, survey §7.1)."""
     if state.query_vector is None:
         raise MethodError("chunk.vdb needs the 'embedding' question conversion")
@@ -33,7 +36,7 @@ def chunk_vdb(state: QueryState, top_k: int = 4) -> list[ContextItem]:
     return state.resources.chunk_items(hits, "chunk.vdb")
 
 
-def chunk_bm25(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def chunk_bm25(state: QueryState, top_k: Count = 4) -> list[ContextItem]:
     """Top-k chunks by BM25 over the question's terms."""
     hits = state.resources.chunk_bm25.search(state.question, top_k)
     return state.resources.chunk_items(hits, "chunk.bm25")
@@ -77,7 +80,9 @@ def _emit(state: QueryState, scored: list[tuple[str, float]], operator: str) -> 
 # -- aggregator ----------------------------------------------------------------
 
 
-def chunk_aggregator(state: QueryState, top_k: int = 4, by: str = "entities") -> list[ContextItem]:
+def chunk_aggregator(
+    state: QueryState, top_k: Count = 4, by: Literal["entities", "relationships"] = "entities",
+) -> list[ContextItem]:
     """Top-k chunks by aggregated graph scores (HippoRAG; survey §6.1 chunk ① Aggregator).
 
     ``by: entities`` (HippoRAG's own passage scoring): a chunk's score is the
@@ -116,7 +121,7 @@ def chunk_aggregator(state: QueryState, top_k: int = 4, by: str = "entities") ->
 # -- from relationships ------------------------------------------------------------
 
 
-def chunk_fromrel(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def chunk_fromrel(state: QueryState, top_k: Count = 4) -> list[ContextItem]:
     """The chunks that "contain" the candidate relationships (LightRAG global; survey §6.1 chunk ② FromRel).
 
     A chunk contains a relationship when the relationship was extracted from
@@ -144,7 +149,7 @@ def chunk_fromrel(state: QueryState, top_k: int = 4) -> list[ContextItem]:
 # -- occurrence -------------------------------------------------------------------
 
 
-def occurrence_counts(graph: Any, rel_rows: np.ndarray) -> np.ndarray:
+def occurrence_counts(graph: GraphIndex, rel_rows: np.ndarray) -> np.ndarray:
     """Per chunk, how many of the relationships ``rel_rows`` have both endpoints
     extracted from it: ``sum_r entity_chunks[src_r] * entity_chunks[dst_r]``."""
     if not len(rel_rows):
@@ -153,7 +158,7 @@ def occurrence_counts(graph: Any, rel_rows: np.ndarray) -> np.ndarray:
     return np.asarray(both.sum(axis=0)).ravel()
 
 
-def chunk_occurrence(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def chunk_occurrence(state: QueryState, top_k: Count = 4) -> list[ContextItem]:
     """Top-k chunks of the candidate entities by relationship occurrence
     (GraphRAG local, LightRAG local; survey §6.1 chunk ③ Occurrence).
 
@@ -185,25 +190,25 @@ def chunk_occurrence(state: QueryState, top_k: int = 4) -> list[ContextItem]:
 OPERATORS = (
     OperatorSpec(
         "chunk.vdb", "chunk", chunk_vdb, "top-k chunks by vector similarity",
-        requires=("chunk_vectors",), needs=("embedding",), params=(("top_k", 4),),
+        requires=("chunk_vectors",), needs=("embedding",),
     ),
     OperatorSpec(
         "chunk.bm25", "chunk", chunk_bm25, "top-k chunks by BM25 score",
-        requires=("chunk_bm25",), params=(("top_k", 4),),
+        requires=("chunk_bm25",),
     ),
     OperatorSpec(
         "chunk.aggregator", "chunk", chunk_aggregator,
         "top-k chunks by summed entity (PPR) or relationship scores",
-        requires=("graph",), params=(("top_k", 4), ("by", "entities")),
+        requires=("graph",),
     ),
     OperatorSpec(
         "chunk.fromrel", "chunk", chunk_fromrel,
         "chunks the candidate relationships were extracted from, by relationship score then count",
-        requires=("graph",), params=(("top_k", 4),),
+        requires=("graph",),
     ),
     OperatorSpec(
         "chunk.occurrence", "chunk", chunk_occurrence,
         "the candidate entities' chunks, by how many candidate relationships they contain whole",
-        requires=("graph",), params=(("top_k", 4),),
+        requires=("graph",),
     ),
 )

@@ -16,13 +16,16 @@ the root communities, higher = finer).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState, Resources
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, Level, OperatorSpec
+
+if TYPE_CHECKING:
+    from unirag.index.hierarchy import Community
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class CommunityTable:
     level_order: str
 
     @classmethod
-    def build(cls, communities: dict[str, Any], level_order: str) -> CommunityTable:
+    def build(cls, communities: dict[str, Community], level_order: str) -> CommunityTable:
         values = list(communities.values())
         ids = [c.id for c in values]
         split = {c.parent for c in values if c.parent} | {
@@ -74,9 +77,7 @@ def community_table(resources: Resources, hierarchy: str) -> CommunityTable:
     """The :class:`CommunityTable` of a hierarchy, built on first use and kept
     with the process's loaded artifacts (it is derived from one of them)."""
     def build() -> CommunityTable:
-        communities = resources.communities(hierarchy)
-        entry = resources.workspace.manifest_entry(f"communities:{hierarchy}") or {}
-        return CommunityTable.build(communities, str(entry.get("level_order", "top_down")))
+        return CommunityTable.build(resources.communities(hierarchy), resources.level_order(hierarchy))
 
     return resources.derived(f"community_table:{hierarchy}", build)
 
@@ -87,7 +88,8 @@ def _emit(state: QueryState, hierarchy: str, scored: list[tuple[str, float]], op
 
 
 def community_entity(
-    state: QueryState, top_k: int = 4, hierarchy: str = "graphrag", max_level: int | None = 2, by: str = "rating",
+    state: QueryState, top_k: Count = 4, hierarchy: str = "graphrag", max_level: Level | None = 2,
+    by: Literal["rating", "matches"] = "rating",
 ) -> list[ContextItem]:
     """Top-k communities containing the candidate entities (GraphRAG local; survey §6.1 community ① Entity).
 
@@ -123,7 +125,7 @@ def community_entity(
 
 
 def community_layer(
-    state: QueryState, level: int = 2, hierarchy: str = "graphrag", skip_singletons: bool = True,
+    state: QueryState, level: Level = 2, hierarchy: str = "graphrag", skip_singletons: bool = True,
     partition: bool = True,
 ) -> list[ContextItem]:
     """Every community of one level (GraphRAG global; survey §6.1 community ② Layer).
@@ -157,7 +159,7 @@ def community_layer(
     return _emit(state, hierarchy, scored, "community.layer")
 
 
-def community_vdb(state: QueryState, top_k: int = 4, hierarchy: str = "graphrag") -> list[ContextItem]:
+def community_vdb(state: QueryState, top_k: Count = 4, hierarchy: str = "graphrag") -> list[ContextItem]:
     """Top-k communities by cosine similarity of their report to the question
     (survey appendix B.1, community VDB; CheapRAG).
 
@@ -178,18 +180,15 @@ OPERATORS = (
         "community.entity", "community", community_entity,
         "communities containing the candidate entities, by rating (GraphRAG local)",
         requires=("communities:{hierarchy}",),
-        params=(("top_k", 4), ("hierarchy", "graphrag"), ("max_level", 2), ("by", "rating")),
     ),
     OperatorSpec(
         "community.layer", "community", community_layer,
         "every community of one level of the hierarchy (GraphRAG global)",
         requires=("communities:{hierarchy}",),
-        params=(("level", 2), ("hierarchy", "graphrag"), ("skip_singletons", True), ("partition", True)),
     ),
     OperatorSpec(
         "community.vdb", "community", community_vdb,
         "top-k communities by vector similarity of their reports",
         requires=("communities:{hierarchy}", "community_vectors:{hierarchy}"), needs=("embedding",),
-        params=(("top_k", 4), ("hierarchy", "graphrag")),
     ),
 )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -12,6 +13,15 @@ from unirag.errors import WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.workspace import Workspace
+
+if TYPE_CHECKING:
+    from unirag.index.bm25 import Bm25Index
+    from unirag.index.hierarchy import Community
+    from unirag.index.tfidf import TfidfIndex
+    from unirag.index.vectors import HnswIndex
+    from unirag.operators.graph_index import GraphIndex
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -46,6 +56,8 @@ class Resources:
     """Indices and stores opened once per process and shared by every query.
 
     Loading is lazy: a method that needs only BM25 never loads the HNSW index.
+    Each accessor spells out what it returns; the cache behind them holds
+    artifacts of every kind, keyed by artifact name.
     """
 
     def __init__(self, workspace: Workspace, settings: Settings) -> None:
@@ -53,7 +65,7 @@ class Resources:
         self.settings = settings
         self._loaded: dict[str, Any] = {}
 
-    def _artifact(self, name: str, loader: Any) -> Any:
+    def _artifact(self, name: str, loader: Callable[[], T]) -> T:
         if name not in self._loaded:
             if self.workspace.manifest_entry(name) is None:
                 raise WorkspaceError(
@@ -68,7 +80,7 @@ class Resources:
                 ) from None
         return self._loaded[name]
 
-    def derived(self, key: str, build: Any) -> Any:
+    def derived(self, key: str, build: Callable[[], T]) -> T:
         """A structure derived from loaded artifacts (a lookup table), built once per process."""
         if key not in self._loaded:
             self._loaded[key] = build()
@@ -84,27 +96,27 @@ class Resources:
                 "use the same embedding settings, or re-index with 'unirag index --rebuild'"
             )
 
-    def chunk_hnsw(self, embedding_model: str) -> Any:
+    def chunk_hnsw(self, embedding_model: str) -> HnswIndex:
         """The chunk HNSW index, checked against the query's embedding model."""
         if "chunk_vectors" not in self._loaded:
             self.check_embedding_model("chunk_vectors", embedding_model)
         return self._chunk_hnsw
 
     @property
-    def _chunk_hnsw(self) -> Any:
+    def _chunk_hnsw(self) -> HnswIndex:
         from unirag.index.chunks import CHUNK_VECTORS, chunk_vector_paths
         from unirag.index.vectors import HnswIndex
 
         return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1]))
 
     @property
-    def chunk_bm25(self) -> Any:
+    def chunk_bm25(self) -> Bm25Index:
         from unirag.index.bm25 import Bm25Index
         from unirag.index.chunks import CHUNK_BM25
 
         return self._artifact(CHUNK_BM25, lambda: Bm25Index.load(self.workspace.artifact_path("chunks.bm25")))
 
-    def graph(self) -> Any:
+    def graph(self) -> GraphIndex:
         """The merged graph as sparse matrices (:class:`GraphIndex`), loaded once."""
         from unirag.graph.graph_store import GraphStore
         from unirag.operators.graph_index import GraphIndex
@@ -112,7 +124,7 @@ class Resources:
         return self._artifact("graph", lambda: GraphIndex.from_graph(GraphStore(self.workspace).load_graph(),
                                                                      self.workspace.chunk_ids()))
 
-    def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> Any:
+    def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> HnswIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,
         ``community_vectors:graphrag``, ...), checked against the query's embedding model."""
         from unirag.index.vector_artifacts import vector_paths
@@ -123,7 +135,7 @@ class Resources:
         stem = file_stem or key.replace(":", ".")
         return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]))
 
-    def communities(self, hierarchy: str) -> dict[str, Any]:
+    def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
         from unirag.index.community_store import CommunityStore
 
@@ -132,8 +144,14 @@ class Resources:
             lambda: {c.id: c for c in CommunityStore(self.workspace).load(hierarchy)},
         )
 
+    def level_order(self, hierarchy: str) -> str:
+        """Whether a hierarchy's levels count from its roots (``top_down``: GraphRAG's C0)
+        or from the entities up (``bottom_up``), as its manifest entry records."""
+        entry = self.workspace.manifest_entry(f"communities:{hierarchy}") or {}
+        return str(entry.get("level_order", "top_down"))
+
     @property
-    def chunk_tfidf(self) -> Any:
+    def chunk_tfidf(self) -> TfidfIndex:
         from unirag.index.chunks import CHUNK_TFIDF
         from unirag.index.tfidf import TfidfIndex
 

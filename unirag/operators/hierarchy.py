@@ -26,19 +26,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import numpy as np
 
 from unirag.errors import MethodError, WorkspaceError
 from unirag.index.artifacts import chnsw_name, tree_names
 from unirag.operators.context import ContextItem, QueryState, Resources
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, CountOrZero, Level, OperatorSpec
+
+if TYPE_CHECKING:
+    from unirag.index.chnsw import CHnswIndex
+    from unirag.index.vectors import HnswIndex
+    from unirag.operators.graph_index import GraphIndex
+
+T = TypeVar("T")
 
 # -- shared helpers --------------------------------------------------------------
 
 
-def loaded(resources: Resources, key: str, artifacts: tuple[str, ...], build: Callable[[], Any]) -> Any:
+def loaded(resources: Resources, key: str, artifacts: tuple[str, ...], build: Callable[[], T]) -> T:
     """``build()`` once per process (``Resources.derived``), after checking that
     the workspace has every artifact it reads; a failure to read one is reported
     as a damaged artifact, like ``Resources`` does for its own loaders."""
@@ -80,7 +87,7 @@ def by_score(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
 
-def vector_top(index: Any, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+def vector_top(index: HnswIndex, query: np.ndarray, k: int) -> list[tuple[str, float]]:
     """Top-k (id, cosine) of an HNSW index, ties broken by id even at the cut:
     a few more than k are fetched, sorted, then cut."""
     if k <= 0 or not len(index):
@@ -89,7 +96,7 @@ def vector_top(index: Any, query: np.ndarray, k: int) -> list[tuple[str, float]]
     return by_score(index.search(query, fetch)[0])[:k]
 
 
-def relationships_among(graph: Any, entity_rows: np.ndarray) -> np.ndarray:
+def relationships_among(graph: GraphIndex, entity_rows: np.ndarray) -> np.ndarray:
     """Rows of the relationships whose two endpoints are both in ``entity_rows``
     (a sparse row selection of ``entity_rel``, not a scan of every relationship)."""
     entity_rows = np.unique(np.asarray(entity_rows, dtype=np.int64))
@@ -100,7 +107,7 @@ def relationships_among(graph: Any, entity_rows: np.ndarray) -> np.ndarray:
     return touching[inside]
 
 
-def endpoint_mean(graph: Any, rel_rows: np.ndarray, entity_scores: dict[str, float]) -> list[tuple[str, float]]:
+def endpoint_mean(graph: GraphIndex, rel_rows: np.ndarray, entity_scores: dict[str, float]) -> list[tuple[str, float]]:
     """(relationship id, mean of its endpoints' scores), best first, ties by id."""
     scored = []
     for row in rel_rows.tolist():
@@ -160,7 +167,7 @@ def _tree_nodes(resources: Resources, tree: str, ids: list[str]) -> dict[str, tu
     return store.tree_nodes(tree, ids)
 
 
-def tree_collapsed(state: QueryState, top_k: int = 4, tree: str = "") -> list[ContextItem]:
+def tree_collapsed(state: QueryState, top_k: Count = 4, tree: str = "") -> list[ContextItem]:
     """Top-k tree nodes by cosine similarity to the question over the whole
     tree at once (RAPTOR's collapsed-tree retrieval; survey §4 tree, Table 3).
     ``tree`` picks a tree variant: ``""`` the configured tree (GMM by default),
@@ -199,7 +206,7 @@ def tree_collapsed(state: QueryState, top_k: int = 4, tree: str = "") -> list[Co
 # -- archrag.hierarchical ------------------------------------------------------------------
 
 
-def _chnsw(resources: Resources, hierarchy: str) -> Any:
+def _chnsw(resources: Resources, hierarchy: str) -> CHnswIndex:
     from unirag.index.chnsw import CHnswIndex
 
     key = chnsw_name(hierarchy)
@@ -208,7 +215,7 @@ def _chnsw(resources: Resources, hierarchy: str) -> Any:
 
 
 def archrag_hierarchical(
-    state: QueryState, top_k: int = 5, ef: int = 100, max_level: int | None = None, hierarchy: str = "archrag",
+    state: QueryState, top_k: Count = 5, ef: Count = 100, max_level: Level | None = None, hierarchy: str = "archrag",
 ) -> list[ContextItem]:
     """The top-k nodes of every C-HNSW layer (ArchRAG "Hierarchical search",
     Algorithm 2: each layer's search starts at the inter-layer link of the
@@ -268,8 +275,10 @@ def archrag_hierarchical(
 
 # -- hygrag.retrieve ------------------------------------------------------------------------
 
-HYGRAG_POOLS = ("joint", "separate")
-HYGRAG_RELATIONS = ("either", "both")
+HygragPool = Literal["joint", "separate"]
+HygragRelations = Literal["either", "both"]
+HYGRAG_POOLS: tuple[str, ...] = get_args(HygragPool)
+HYGRAG_RELATIONS: tuple[str, ...] = get_args(HygragRelations)
 
 
 def _hygrag_entities(state: QueryState, query: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -324,7 +333,7 @@ def _relation_scores(state: QueryState, rel_rows: np.ndarray, query: np.ndarray)
 
 
 def hygrag_retrieve(
-    state: QueryState, top_k: int = 4, pool: str = "joint", relations: str = "either",
+    state: QueryState, top_k: Count = 4, pool: HygragPool = "joint", relations: HygragRelations = "either",
 ) -> list[ContextItem]:
     """HyGRAG's context- and relation-aware retrieval (HyGRAG §3.2, Algorithm 2; context §3.3, Eq. 20/23).
 
@@ -471,7 +480,7 @@ def lca_paths(seeds: list[str], parent: dict[str, str]) -> dict[str, set[str]]:
     return through
 
 
-def leanrag_lca(state: QueryState, top_k: int = 10, top_c: int = 5) -> list[ContextItem]:
+def leanrag_lca(state: QueryState, top_k: Count = 10, top_c: CountOrZero = 5) -> list[ContextItem]:
     """LeanRAG's structured retrieval via lowest common ancestors (LeanRAG
     "Structured Retrieval via LCA", Eq. 6-10; appendix B.3).
 
@@ -558,14 +567,13 @@ OPERATORS = (
     OperatorSpec(
         "tree.collapsed", "tree", tree_collapsed,
         "top-k RAPTOR tree nodes (chunks and summaries) by vector similarity (collapsed tree)",
-        needs=("embedding",), params=(("top_k", 4), ("tree", "")),
+        needs=("embedding",),
         requires_fn=lambda params: tree_names(params["tree"])[1:],
     ),
     OperatorSpec(
         "archrag.hierarchical", "hierarchy", archrag_hierarchical,
         "ArchRAG hierarchical search on C-HNSW: top-k entities (+ their relationships) and communities per layer",
         requires=("communities:{hierarchy}", "graph"), needs=("embedding",),
-        params=(("top_k", 5), ("ef", 100), ("max_level", None), ("hierarchy", "archrag")),
         requires_fn=lambda params: (chnsw_name(params["hierarchy"]),),
     ),
     OperatorSpec(
@@ -573,12 +581,11 @@ OPERATORS = (
         "HyGRAG context- and relation-aware retrieval: communities + chunks, entities, filtered relations",
         requires=("graph", "communities:hygrag", "community_vectors:hygrag", "hygrag_node_vectors", "chunk_vectors",
                   "relation_vectors"),
-        needs=("embedding",), params=(("top_k", 4), ("pool", "joint"), ("relations", "either")),
+        needs=("embedding",),
     ),
     OperatorSpec(
         "leanrag.lca", "hierarchy", leanrag_lca,
         "LeanRAG: seed entities, their lowest-common-ancestor paths and relations, top-C chunks by seed count",
         requires=("graph", "entity_vectors", "communities:leanrag"), needs=("embedding",),
-        params=(("top_k", 10), ("top_c", 5)),
     ),
 )

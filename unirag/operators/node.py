@@ -14,16 +14,22 @@ Agent operators) are shared with :mod:`unirag.operators.relationship`.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import numpy as np
+from pydantic import Field
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, CountOrZero, OperatorSpec
 
-ENTITY_INDICES = ("entity_vectors", "entity_name_vectors")
-QUERY_SOURCES = ("question", "keywords_low", "keywords_high")
+if TYPE_CHECKING:
+    from unirag.operators.graph_index import GraphIndex
+
+EntityIndex = Literal["entity_vectors", "entity_name_vectors"]
+QuerySource = Literal["question", "keywords_low", "keywords_high"]
+ENTITY_INDICES: tuple[str, ...] = get_args(EntityIndex)
+QUERY_SOURCES: tuple[str, ...] = get_args(QuerySource)
 
 
 # -- shared helpers ------------------------------------------------------------
@@ -65,7 +71,7 @@ def sort_hits(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
 
-def seed_weights(graph: Any, candidates: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
+def seed_weights(graph: GraphIndex, candidates: dict[str, float]) -> tuple[np.ndarray, np.ndarray]:
     """(entity rows, weights) of the candidate entities found in the graph.
 
     Weights are the candidate scores clipped at 0; when none is positive (all
@@ -224,7 +230,9 @@ def mark_items(items: list[ContextItem], key: str, value: Any) -> list[ContextIt
 # -- operators -----------------------------------------------------------------
 
 
-def node_vdb(state: QueryState, top_k: int = 4, index: str = "entity_vectors", query: str = "question") -> list[ContextItem]:
+def node_vdb(
+    state: QueryState, top_k: Count = 4, index: EntityIndex = "entity_vectors", query: QuerySource = "question",
+) -> list[ContextItem]:
     """Top-k entities by vector similarity (survey §6.1 node VDB).
 
     Reads the question's embedding (``query: question``, needs the
@@ -243,7 +251,9 @@ def node_vdb(state: QueryState, top_k: int = 4, index: str = "entity_vectors", q
     return state.resources.entity_items(hits, "node.vdb")
 
 
-def node_relnode(state: QueryState, top_k: int = 4, combine: str = "max") -> list[ContextItem]:
+def node_relnode(
+    state: QueryState, top_k: CountOrZero = 4, combine: Literal["max", "sum"] = "max",
+) -> list[ContextItem]:
     """Entities at the ends of ``state.relationships`` (survey §6.1 RelNode;
     LightRAG global retrieval).
 
@@ -274,7 +284,9 @@ def node_relnode(state: QueryState, top_k: int = 4, combine: str = "max") -> lis
     return state.resources.entity_items(hits, "node.relnode")
 
 
-def node_ppr(state: QueryState, top_k: int = 4, damping: float = 0.5) -> list[ContextItem]:
+def node_ppr(
+    state: QueryState, top_k: CountOrZero = 4, damping: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.5,
+) -> list[ContextItem]:
     """Personalised PageRank from the candidate entities (survey §6.1 PPR;
     HippoRAG, FastGraphRAG).
 
@@ -303,7 +315,7 @@ def node_ppr(state: QueryState, top_k: int = 4, damping: float = 0.5) -> list[Co
     return state.resources.entity_items(hits, "node.ppr")
 
 
-def node_agent(state: QueryState, top_k: int = 4, max_candidates: int = 30) -> list[ContextItem]:
+def node_agent(state: QueryState, top_k: Count = 4, max_candidates: Count = 30) -> list[ContextItem]:
     """The LLM picks up to ``top_k`` entities useful for the question from the
     candidates ``state.entities`` (survey §6.1 node Agent; ToG, DALK).
 
@@ -326,7 +338,7 @@ def node_agent(state: QueryState, top_k: int = 4, max_candidates: int = 30) -> l
     return mark_items(state.resources.entity_items(hits, "node.agent"), "agent", "llm" if by_llm else "fallback")
 
 
-def node_onehop(state: QueryState, top_k: int = 4, include_seeds: bool = False) -> list[ContextItem]:
+def node_onehop(state: QueryState, top_k: CountOrZero = 4, include_seeds: bool = False) -> list[ContextItem]:
     """One-hop neighbours of the candidate entities (survey §6.1 Onehop; ToG, DALK).
 
     A neighbour scores the sum over its seeds of edge weight x seed score
@@ -351,7 +363,7 @@ def node_onehop(state: QueryState, top_k: int = 4, include_seeds: bool = False) 
     return state.resources.entity_items(hits, "node.onehop")
 
 
-def node_link(state: QueryState, index: str = "entity_name_vectors") -> list[ContextItem]:
+def node_link(state: QueryState, index: EntityIndex = "entity_name_vectors") -> list[ContextItem]:
     """For each question entity, the most similar graph entity (survey §6.1 Link;
     HippoRAG, ToG, DALK, FastGraphRAG).
 
@@ -377,7 +389,7 @@ def node_link(state: QueryState, index: str = "entity_name_vectors") -> list[Con
     return state.resources.entity_items(hits, "node.link")
 
 
-def node_tfidf(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def node_tfidf(state: QueryState, top_k: CountOrZero = 4) -> list[ContextItem]:
     """Top-k passage nodes by TF-IDF similarity to the question (survey §6.1
     TF-IDF; KGP).
 
@@ -401,31 +413,30 @@ OPERATORS = (
         "node.vdb", "node", node_vdb,
         "top-k entities by vector similarity to the question (or LightRAG's low-level keywords)",
         requires=("graph", "{index}"), needs=("embedding",), needs_fn=query_needs,
-        params=(("top_k", 4), ("index", "entity_vectors"), ("query", "question")),
     ),
     OperatorSpec(
         "node.relnode", "node", node_relnode, "the entities at the ends of the candidate relationships",
-        requires=("graph",), params=(("top_k", 4), ("combine", "max")),
+        requires=("graph",),
     ),
     OperatorSpec(
         "node.ppr", "node", node_ppr,
         "personalised PageRank restarting at the candidate entities (weighted by their scores)",
-        requires=("graph",), params=(("top_k", 4), ("damping", 0.5)),
+        requires=("graph",),
     ),
     OperatorSpec(
         "node.agent", "node", node_agent, "the LLM picks the relevant entities among the candidates",
-        requires=("graph",), params=(("top_k", 4), ("max_candidates", 30)),
+        requires=("graph",),
     ),
     OperatorSpec(
         "node.onehop", "node", node_onehop, "one-hop neighbours of the candidate entities",
-        requires=("graph",), params=(("top_k", 4), ("include_seeds", False)),
+        requires=("graph",),
     ),
     OperatorSpec(
         "node.link", "node", node_link, "the most similar entity for each entity of the question",
-        requires=("graph", "{index}"), needs=("entities",), params=(("index", "entity_name_vectors"),),
+        requires=("graph", "{index}"), needs=("entities",),
     ),
     OperatorSpec(
         "node.tfidf", "node", node_tfidf, "top-k passage nodes (chunks) by TF-IDF similarity (KGP)",
-        requires=("chunk_tfidf",), params=(("top_k", 4),),
+        requires=("chunk_tfidf",),
     ),
 )

@@ -14,14 +14,17 @@ per process from the ``chunk_links`` table (``Resources.derived``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.hierarchy import check_model, loaded, question_vector, vector_rows
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 PROMPT = "kgp_next"
 MAX_PASSAGE_TOKENS = 400  # passage text shown to the traversal agent
@@ -39,7 +42,7 @@ class PassageGraph:
     ids: list[str]
     row: dict[str, int]
     vectors: np.ndarray  # (C, d), memory-mapped, L2-normalised rows
-    adjacency: Any
+    adjacency: csr_matrix
 
 
 def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
@@ -109,7 +112,7 @@ def _tfidf_seeds(state: QueryState, k: int) -> list[tuple[str, float]]:
 
 
 def kgp_traverse(
-    state: QueryState, top_k: int = 4, seeds: int | None = None, neighbors: int = 3, hops: int = 2,
+    state: QueryState, top_k: Count = 4, seeds: Count | None = None, neighbors: Count = 3, hops: CountOrZero = 2,
     agent: bool = False,
 ) -> list[ContextItem]:
     """KGP retrieval: TF-IDF seeds, then traversal of the passage graph (KGP; survey Table 3 node TF-IDF).
@@ -212,6 +215,5 @@ OPERATORS = (
         "KGP: TF-IDF seed chunks, then passage-graph neighbours ranked by similarity to the question "
         "(or to the LLM's next-evidence text)",
         requires=("chunk_tfidf", "chunk_links:pg", "chunk_vectors"), needs=("embedding",),
-        params=(("top_k", 4), ("seeds", None), ("neighbors", 3), ("hops", 2), ("agent", False)),
     ),
 )

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from unirag.operators.context import QueryState
-from unirag.operators.registry import ConversionSpec
+from unirag.operators.spec import ConversionSpec
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’.-]*(?:(?:\s+(?:of|the|de|von|van|du|la|le|del))*\s+[A-Z][\w'’.-]*)*")
 _WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)

@@ -1,54 +1,15 @@
-"""One registry of operators and question conversions.
+"""The registries of operators and question conversions, assembled on demand.
 
-Each operator module declares an immutable ``OPERATORS`` tuple; the registry
-is assembled on demand (no import-time registration side effects). An
-operator is ``fn(state, **params) -> list[ContextItem]``.
+Each operator module declares an immutable ``OPERATORS`` tuple of
+:class:`~unirag.operators.spec.OperatorSpec` (the contract lives in
+:mod:`unirag.operators.spec`); nothing registers itself at import time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
-from unirag.operators.context import ContextItem, QueryState
-
-
-@dataclass(frozen=True)
-class OperatorSpec:
-    name: str
-    kind: str  # node | relationship | chunk | subgraph | community
-    fn: Callable[..., list[ContextItem]]
-    summary: str
-    requires: tuple[str, ...] = ()  # workspace artifacts; "{param}" is filled from the call's params
-    needs: tuple[str, ...] = ()  # question conversions
-    params: tuple[tuple[str, Any], ...] = ()  # documented defaults
-    # Artifact names that are not a plain "{param}" fill (a variant's C-HNSW or tree):
-    # a function of the call's params, added to ``requires``.
-    requires_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
-    # Question conversions that depend on the call's params (a VDB operator searching with
-    # LightRAG's keywords needs 'keywords', not 'embedding'); replaces ``needs`` when set.
-    needs_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
-
-    def requires_for(self, params: dict[str, Any]) -> tuple[str, ...]:
-        """The artifacts a call with ``params`` needs: ``"community_vectors:{hierarchy}"``
-        with ``hierarchy: archrag`` is ``community_vectors:archrag``."""
-        values = {**dict(self.params), **params}
-        filled = tuple(artifact.format(**values) for artifact in self.requires)
-        return filled + (self.requires_fn(values) if self.requires_fn else ())
-
-    def needs_for(self, params: dict[str, Any]) -> tuple[str, ...]:
-        """The question conversions a call with ``params`` needs."""
-        return self.needs_fn({**dict(self.params), **params}) if self.needs_fn else self.needs
-
-
-@dataclass(frozen=True)
-class ConversionSpec:
-    name: str
-    fn: Callable[[QueryState], None]
-    summary: str
-
+from unirag.operators.spec import ConversionSpec, OperatorSpec
 
 OPERATOR_MODULES = ("node", "relationship", "chunk", "subgraph", "community", "hierarchy", "passage")
 
@@ -69,6 +30,7 @@ def operator_registry() -> dict[str, OperatorSpec]:
 
 @lru_cache(maxsize=1)
 def conversion_registry() -> dict[str, ConversionSpec]:
+    """Every question conversion, by name (``embedding``, ``entities``, ``keywords``)."""
     from unirag.operators import question
 
     return {spec.name: spec for spec in question.CONVERSIONS}

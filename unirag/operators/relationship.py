@@ -12,6 +12,7 @@ import numpy as np
 
 from unirag.operators.context import ContextItem, QueryState
 from unirag.operators.node import (
+    QuerySource,
     agent_select,
     mark_items,
     query_needs,
@@ -21,10 +22,10 @@ from unirag.operators.node import (
     sort_hits,
     sum_by_column,
 )
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, CountOrZero, OperatorSpec
 
 
-def relationship_vdb(state: QueryState, top_k: int = 4, query: str = "question") -> list[ContextItem]:
+def relationship_vdb(state: QueryState, top_k: Count = 4, query: QuerySource = "question") -> list[ContextItem]:
     """Top-k relationships by vector similarity (survey §6.1 relationship VDB;
     G-retriever, LightRAG global retrieval).
 
@@ -40,7 +41,7 @@ def relationship_vdb(state: QueryState, top_k: int = 4, query: str = "question")
     return state.resources.relationship_items(hits, "relationship.vdb")
 
 
-def relationship_onehop(state: QueryState, top_k: int = 4, new_only: bool = False) -> list[ContextItem]:
+def relationship_onehop(state: QueryState, top_k: CountOrZero = 4, new_only: bool = False) -> list[ContextItem]:
     """Relationships incident to the candidate entities (survey §6.1 Onehop;
     LightRAG local retrieval, GraphRAG local search, ToG).
 
@@ -66,7 +67,7 @@ def relationship_onehop(state: QueryState, top_k: int = 4, new_only: bool = Fals
     return state.resources.relationship_items(hits, "relationship.onehop")
 
 
-def relationship_aggregator(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def relationship_aggregator(state: QueryState, top_k: CountOrZero = 4) -> list[ContextItem]:
     """Relationships scored by the PPR scores of their two ends (survey §6.1
     Aggregator; HippoRAG, FastGraphRAG).
 
@@ -88,7 +89,7 @@ def relationship_aggregator(state: QueryState, top_k: int = 4) -> list[ContextIt
     return state.resources.relationship_items(hits, "relationship.aggregator")
 
 
-def relationship_agent(state: QueryState, top_k: int = 4, max_candidates: int = 30) -> list[ContextItem]:
+def relationship_agent(state: QueryState, top_k: Count = 4, max_candidates: Count = 30) -> list[ContextItem]:
     """The LLM picks up to ``top_k`` relationships useful for the question from
     the candidates ``state.relationships`` (survey §6.1 relationship Agent; ToG).
 
@@ -120,21 +121,20 @@ OPERATORS = (
         "relationship.vdb", "relationship", relationship_vdb,
         "top-k relationships by vector similarity to the question (or LightRAG's high-level keywords)",
         requires=("graph", "relation_vectors"), needs=("embedding",), needs_fn=query_needs,
-        params=(("top_k", 4), ("query", "question")),
     ),
     OperatorSpec(
         "relationship.onehop", "relationship", relationship_onehop,
         "relationships incident to the candidate entities, by the scores of their ends",
-        requires=("graph",), params=(("top_k", 4), ("new_only", False)),
+        requires=("graph",),
     ),
     OperatorSpec(
         "relationship.aggregator", "relationship", relationship_aggregator,
         "relationships by the sum of their ends' PPR scores",
-        requires=("graph",), params=(("top_k", 4),),
+        requires=("graph",),
     ),
     OperatorSpec(
         "relationship.agent", "relationship", relationship_agent,
         "the LLM picks the relevant relationships among the candidates",
-        requires=("graph",), params=(("top_k", 4), ("max_candidates", 30)),
+        requires=("graph",),
     ),
 )

@@ -14,18 +14,22 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState
-from unirag.operators.registry import OperatorSpec
+from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+
+if TYPE_CHECKING:
+    from unirag.operators.graph_index import GraphIndex
 
 # -- shared helpers --------------------------------------------------------------
 
 
-def neighbourhood(graph: Any, seeds: np.ndarray, hops: int) -> np.ndarray:
+def neighbourhood(graph: GraphIndex, seeds: np.ndarray, hops: int) -> np.ndarray:
     """Sorted rows within ``hops`` hops of any seed (the seeds included), by
     repeated sparse frontier expansion (column indices of the frontier's rows)."""
     reached = np.zeros(graph.n_entities, dtype=bool)
@@ -40,7 +44,7 @@ def neighbourhood(graph: Any, seeds: np.ndarray, hops: int) -> np.ndarray:
     return np.flatnonzero(reached)
 
 
-def relation_between(graph: Any, a: int, b: int) -> int | None:
+def relation_between(graph: GraphIndex, a: int, b: int) -> int | None:
     """The relationship row linking entity rows ``a`` and ``b`` (highest weight, then id)."""
     shared = np.intersect1d(graph.entity_rel[a].indices, graph.entity_rel[b].indices)
     if not len(shared):
@@ -48,7 +52,7 @@ def relation_between(graph: Any, a: int, b: int) -> int | None:
     return min(shared.tolist(), key=lambda r: (-graph.rel_weight[r], graph.rel_ids[r]))
 
 
-def path_text(graph: Any, rows: list[int]) -> tuple[str, list[int]]:
+def path_text(graph: GraphIndex, rows: list[int]) -> tuple[str, list[int]]:
     """``A -[relation]-> B <-[relation]- C`` (arrows follow each relationship's
     direction) and the relationship rows along the path."""
     parts = [graph.names[rows[0]]]
@@ -63,7 +67,7 @@ def path_text(graph: Any, rows: list[int]) -> tuple[str, list[int]]:
     return " ".join(parts), rels
 
 
-def _chunks_of(graph: Any, rel_rows: list[int], limit: int = 50) -> list[str]:
+def _chunks_of(graph: GraphIndex, rel_rows: list[int], limit: int = 50) -> list[str]:
     seen: dict[str, None] = {}
     for rel in rel_rows:
         for chunk in graph.rel_chunks[rel].indices.tolist():
@@ -116,7 +120,7 @@ def merge_paths(paths: list[list[int]]) -> list[list[int]]:
     return kept
 
 
-def khop_paths(graph: Any, seeds: list[int], k: int) -> list[list[int]]:
+def khop_paths(graph: GraphIndex, seeds: list[int], k: int) -> list[list[int]]:
     """DALK's path exploration (survey §6.1 subgraph ① KhopPath) over entity rows.
 
     Take the first remaining seed as a start; find shortest paths (at most
@@ -153,7 +157,7 @@ def khop_paths(graph: Any, seeds: list[int], k: int) -> list[list[int]]:
     return merge_paths(found)
 
 
-def subgraph_khop_path(state: QueryState, k: int = 2) -> list[ContextItem]:
+def subgraph_khop_path(state: QueryState, k: Count = 2) -> list[ContextItem]:
     """k-hop paths between the candidate entities (DALK; survey §6.1 subgraph ① KhopPath).
 
     Reads ``state.entities`` (seeds, best first; e.g. from ``node.link``),
@@ -220,7 +224,8 @@ def prune_tree(tree: Any, prize: dict[int, float]) -> tuple[float, list[int]]:
 
 
 def steiner_trees(
-    graph: Any, node_prize: dict[int, float], rel_prize: dict[int, float], hops: int, edge_cost: float, trees: int,
+    graph: GraphIndex, node_prize: dict[int, float], rel_prize: dict[int, float], hops: int, edge_cost: float,
+    trees: int,
 ) -> list[tuple[float, list[int], list[int]]]:
     """Prize-collecting Steiner trees: [(value, entity rows, relationship rows)], best first.
 
@@ -291,7 +296,8 @@ def steiner_trees(
 
 
 def subgraph_steiner(
-    state: QueryState, hops: int = 2, edge_cost: float = 0.5, prizes: str = "rank", trees: int = 1,
+    state: QueryState, hops: CountOrZero = 2, edge_cost: Annotated[float, Field(ge=0.0)] = 0.5,
+    prizes: Literal["rank", "score"] = "rank", trees: Count = 1,
 ) -> list[ContextItem]:
     """Prize-collecting Steiner tree (G-retriever; survey §6.1 subgraph ② Steiner).
 
@@ -395,7 +401,7 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
     return None
 
 
-def subgraph_agent_path(state: QueryState, top_k: int = 4) -> list[ContextItem]:
+def subgraph_agent_path(state: QueryState, top_k: Count = 4) -> list[ContextItem]:
     """The LLM keeps the paths relevant to the question (DALK; survey §6.1 subgraph ③ AgentPath).
 
     Reads ``state.paths`` (e.g. from ``subgraph.khop_path``), asks the chat
@@ -432,16 +438,16 @@ OPERATORS = (
     OperatorSpec(
         "subgraph.khop_path", "subgraph", subgraph_khop_path,
         "k-hop paths between the candidate entities, merged where one extends another (DALK)",
-        requires=("graph",), params=(("k", 2),),
+        requires=("graph",),
     ),
     OperatorSpec(
         "subgraph.steiner", "subgraph", subgraph_steiner,
         "prize-collecting Steiner tree over the candidate entities and relationships (G-retriever)",
-        requires=("graph",), params=(("hops", 2), ("edge_cost", 0.5), ("prizes", "rank"), ("trees", 1)),
+        requires=("graph",),
     ),
     OperatorSpec(
         "subgraph.agent_path", "subgraph", subgraph_agent_path,
         "the LLM keeps the relevant paths of state.paths (DALK)",
-        requires=("graph",), params=(("top_k", 4),),
+        requires=("graph",),
     ),
 )
