@@ -383,18 +383,21 @@ def test_links_exist_exactly_where_members_are_linked_in_the_augmented_graph() -
 
 def test_stops_at_max_levels_and_min_nodes() -> None:
     graph = ring_of_cliques()
-    one = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), replace(TWO, max_levels=1, augment="none"))
+    one = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()),
+                                    replace(TWO, max_levels=1, augment="none"))
     assert {c.level for c in one.communities} == {1} and one.stats["stop_reason"] == "max_levels"
     # 8 level-1 communities are fewer than min_nodes=9: level 2 is not built
     chat = theme_chat()
-    capped = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), ArchragConfig(min_nodes=9, augment="none"))
+    capped = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()),
+                                       ArchragConfig(min_nodes=9, augment="none"))
     assert {c.level for c in capped.communities} == {1}
     assert capped.stats["stop_reason"] == "min_nodes" and capped.stats["levels"] == 1
     assert len(chat.requests) == 8
     # a graph smaller than min_nodes gets no communities and costs nothing
     chat = theme_chat()
     embedder = HashEmbedder()
-    none = build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(chat, embedder), ArchragConfig(min_nodes=10))
+    none = build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(chat, embedder),
+                                     ArchragConfig(min_nodes=10))
     assert none.communities == [] and none.stats["stop_reason"] == "min_nodes"
     assert chat.calls == 0 and embedder.calls == 0
 
@@ -402,7 +405,8 @@ def test_stops_at_max_levels_and_min_nodes() -> None:
 def test_no_reduction_stops_without_model_calls() -> None:
     graph = make_graph([1] * 6, [])  # six isolated entities
     chat = theme_chat()
-    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), ArchragConfig(min_nodes=2, augment="none"))
+    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()),
+                                       ArchragConfig(min_nodes=2, augment="none"))
     assert result.communities == [] and result.stats["stop_reason"] == "no_reduction"
     assert result.stats["per_level"][0]["singletons"] == 6
     assert chat.calls == 0
@@ -410,7 +414,8 @@ def test_no_reduction_stops_without_model_calls() -> None:
 
 def test_singletons_get_no_community_and_no_parent() -> None:
     graph = make_graph([4, 4, 1], [(0, 1)], themes=[0, 1, 0])  # entity 8 is isolated
-    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), replace(TWO, augment="none", max_levels=1))
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()),
+                                       replace(TWO, augment="none", max_levels=1))
     assert all("ent8" not in c.entities for c in result.communities)
     assert result.stats["singletons"] == 1 and len(result.communities) == 2
 
@@ -434,7 +439,8 @@ def test_embedding_stage_is_named() -> None:
             stages.append(stage)
             return super().embed(texts, stage)
 
-    build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(theme_chat(), StageEmbedder()), replace(TWO, max_levels=1))
+    build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(theme_chat(), StageEmbedder()),
+                              replace(TWO, max_levels=1))
     assert stages == [EMBED_STAGE]
 
 

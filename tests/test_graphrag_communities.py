@@ -354,7 +354,8 @@ def test_builder_salvages_malformed_replies_and_falls_back_on_garbage():
 
 def test_rating_is_clamped():
     n, edges = cliques([4])
-    result = build_graphrag_communities(make_graph(n, edges), BuildModels(chat(lambda u: '{"summary": "S", "rating": 99}')))
+    model = chat(lambda u: '{"summary": "S", "rating": 99}')
+    result = build_graphrag_communities(make_graph(n, edges), BuildModels(model))
     assert result.communities[0].rating == 10.0
     assert result.communities[0].title == "N0, N1, N2"  # missing title: top-degree names
 

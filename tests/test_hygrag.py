@@ -267,7 +267,8 @@ def test_layers_stop_at_root_or_small_layer() -> None:
     assert top_level <= 2 and all(5 <= c.payload["size"] <= 50 for c in result.communities)
     if result.stats["stop_reason"] == "root":
         assert result.levels()[top_level] == 1
-    capped = build_hygrag_index(random_hybrid(40, 160), BuildModels(scripted(), HashEmbedder()), replace(FAST, max_layers=2))
+    capped = build_hygrag_index(random_hybrid(40, 160), BuildModels(scripted(), HashEmbedder()),
+                                replace(FAST, max_layers=2))
     assert list(capped.levels()) == [1, 2] and capped.stats["stop_reason"] == "max_levels"
     tiny = build_hygrag_index(random_hybrid(1, 2), BuildModels(scripted(), HashEmbedder()), HygragConfig())
     assert tiny.levels() == {1: 1} and tiny.stats["undersized_buckets"] == 1
@@ -278,8 +279,10 @@ def test_layers_stop_at_root_or_small_layer() -> None:
 
 def test_rebuild_sends_identical_requests() -> None:
     first_chat, second_chat = scripted(), scripted()
-    first = build_hygrag_index(random_hybrid(30, 90, seed=4), BuildModels(first_chat, HashEmbedder(), concurrency=3), FAST)
-    second = build_hygrag_index(random_hybrid(30, 90, seed=4), BuildModels(second_chat, HashEmbedder(), concurrency=1), FAST)
+    first = build_hygrag_index(random_hybrid(30, 90, seed=4), BuildModels(first_chat, HashEmbedder(), concurrency=3),
+                               FAST)
+    second = build_hygrag_index(random_hybrid(30, 90, seed=4),
+                                BuildModels(second_chat, HashEmbedder(), concurrency=1), FAST)
     assert [c.id for c in first.communities] == [c.id for c in second.communities]
     assert sorted(r.cache_key("m") for r in first_chat.requests) == sorted(r.cache_key("m") for r in second_chat.requests)
 
@@ -295,7 +298,8 @@ def test_embedding_stage_and_upper_propagation() -> None:
             return super().embed(texts, stage)
 
     embedder = StageEmbedder()
-    result = build_hygrag_index(random_hybrid(20, 60), BuildModels(scripted(), embedder), replace(FAST, propagate_upper_layers=True))
+    result = build_hygrag_index(random_hybrid(20, 60), BuildModels(scripted(), embedder),
+                                replace(FAST, propagate_upper_layers=True))
     assert set(embedder.stages) == {EMBED_STAGE} and result.stats["levels"] >= 2
 
 
@@ -307,7 +311,8 @@ def test_malformed_summaries_fall_back_and_are_counted() -> None:
         return next(replies, "{{{")
 
     hybrid = random_hybrid(5, 20, seed=6)
-    result = build_hygrag_index(hybrid, BuildModels(scripted(reply), HashEmbedder(), concurrency=1), replace(FAST, max_layers=1))
+    result = build_hygrag_index(hybrid, BuildModels(scripted(reply), HashEmbedder(), concurrency=1),
+                                replace(FAST, max_layers=1))
     n = len(result.communities)
     assert n >= 6
     stats = result.stats
@@ -355,6 +360,7 @@ def test_prompt_fits_the_token_budget() -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="2 \\* s_min - 1"):
-        build_hygrag_index(random_hybrid(3, 3), BuildModels(scripted(), HashEmbedder()), HygragConfig(s_min=10, s_max=15))
+        build_hygrag_index(random_hybrid(3, 3), BuildModels(scripted(), HashEmbedder()),
+                           HygragConfig(s_min=10, s_max=15))
     with pytest.raises(ValueError, match="hyperplanes"):
         HygragConfig(hyperplanes=0).validate()

@@ -132,10 +132,12 @@ def test_links_weights_and_tau_rule() -> None:
 
 def test_tau_per_level_and_zero() -> None:
     model = chat()
-    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()), LeanragConfig(cluster_size=10, tau=(10,)))
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, tau=(10,)))
     assert result.stats["relation_calls"] == 0 and result.stats["concatenated_relations"] == 3
     model = chat()
-    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()), LeanragConfig(cluster_size=10, tau=0))
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, tau=0))
     assert result.stats["relation_calls"] == 3
 
 
@@ -186,15 +188,18 @@ def test_deeper_hierarchy_is_a_tree() -> None:
 
 def test_stopping_rules() -> None:
     graph = three_groups()
-    no_root = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()), LeanragConfig(cluster_size=10, root=False))
+    no_root = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()),
+                                      LeanragConfig(cluster_size=10, root=False))
     assert no_root.levels() == {1: 3} and no_root.stats["stop_reason"] == "small_layer"
     assert all(c.parent is None for c in no_root.communities)
-    capped = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()), LeanragConfig(cluster_size=10, max_layers=1))
+    capped = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, max_layers=1))
     assert capped.levels() == {1: 3} and capped.stats["stop_reason"] == "max_levels"
     small = build_leanrag_hierarchy(make_graph([5], [(0, 1)]), BuildModels(chat(), HashEmbedder()), LeanragConfig())
     assert small.levels() == {1: 1} and small.stats["stop_reason"] == "root"
     assert small.communities[0].children == [f"e{i}" for i in range(5)]
-    small_no_root = build_leanrag_hierarchy(make_graph([5], []), BuildModels(chat(), HashEmbedder()), LeanragConfig(root=False))
+    small_no_root = build_leanrag_hierarchy(make_graph([5], []), BuildModels(chat(), HashEmbedder()),
+                                            LeanragConfig(root=False))
     assert small_no_root.communities == [] and small_no_root.stats["stop_reason"] == "small_layer"
     single = build_leanrag_hierarchy(make_graph([1], []), BuildModels(chat(), HashEmbedder()))
     assert single.communities == [] and single.stats["stop_reason"] == "single_node"
@@ -260,7 +265,8 @@ def test_singleton_cluster_needs_no_call() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     graph = make_graph([3], [(0, 1), (1, 2)], vectors)
     model = chat()
-    result = build_leanrag_hierarchy(graph, BuildModels(model, HashEmbedder()), LeanragConfig(cluster_size=2, root=False))
+    result = build_leanrag_hierarchy(graph, BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=2, root=False))
     first = level(result, 1)
     assert sorted(len(c.children) for c in first) == [1, 2]
     single = next(c for c in first if len(c.children) == 1)

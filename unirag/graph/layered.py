@@ -103,6 +103,8 @@ class Clustering:
     Groups of one appear only where the algorithm keeps them as records; a row
     in no group is left alone (a singleton, with no parent). An algorithm
     subclasses this to carry what its later steps need (labels, edges, ...).
+    ``stats`` becomes the level's :class:`LevelStats` extras, so later steps
+    may add their own figures to it (prompts cut, relation calls).
     """
 
     groups: list[list[int]]

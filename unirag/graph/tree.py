@@ -75,18 +75,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.layered import (
-    Ask,
-    BuildModels,
-    Clustering,
-    HierarchyStats,
-    Layer,
-    LayeredAlgorithm,
-    ProgressLabels,
-    Summary,
-    SummarySource,
-    build_levels,
-)
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
 from unirag.prompts.prompt import load_prompt
 from unirag.text.sentences import first_sentence

@@ -90,7 +90,10 @@ Decisions:
 * **Stopping**: a layer with fewer than ``min_nodes`` nodes is not clustered;
   at most ``max_levels`` levels (default 4: the paper's hierarchies have "no
   more than 5" layers and its example three; the authors' code defaults to
-  4); a clustering with no community of two or more members ends the build.
+  4); a clustering with no community of two or more members ends the build,
+  and so does a level that is one community of every node (the root). The
+  loop itself is the one every layered hierarchy shares
+  (:func:`unirag.graph.layered.build_levels`); this module supplies its steps.
 
 :func:`archrag_partition` runs steps 1-3 on the entity graph only (no LLM),
 and :func:`community_quality` computes the paper's two quality metrics
@@ -110,18 +113,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.layered import (
-    Ask,
-    BuildModels,
-    Clustering,
-    HierarchyStats,
-    Layer,
-    LayeredAlgorithm,
-    ProgressLabels,
-    Summary,
-    SummarySource,
-    build_levels,
-)
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,

@@ -80,7 +80,9 @@ members are); those links are returned as :class:`CommunityLink` either way.
 Stopping: after ``max_layers`` layers; when a layer above the leaves has
 fewer than ``S_min`` nodes (it would be one undersized bucket); when a layer
 came out as one bucket (its summary is the root); when bucketing would not
-reduce the node count.
+reduce the node count (``stats["stop_reason"]``: ``max_levels``,
+``small_layer``, ``root``, ``no_reduction``). The loop is the one every
+layered hierarchy shares (:func:`unirag.graph.layered.build_levels`).
 
 Membership: ``Community.children`` are the member ids one level down (hybrid
 node ids, chunk and entity, at level 1; community ids above);
@@ -107,18 +109,8 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.layered import (
-    Ask,
-    BuildModels,
-    Clustering,
-    HierarchyStats,
-    Layer,
-    LayeredAlgorithm,
-    ProgressLabels,
-    Summary,
-    SummarySource,
-    build_levels,
-)
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,
@@ -758,7 +750,9 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
         return above, links
 
 
-def build_hygrag_index(hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig()) -> HierarchyResult:
+def build_hygrag_index(
+    hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig()
+) -> HierarchyResult:
     """HyGRAG's bottom-up hierarchy over every hybrid-graph node; see the module docstring.
 
     ``models.chat=None`` builds without a model: every summary is the

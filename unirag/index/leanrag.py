@@ -22,6 +22,9 @@ bottom-up, in four steps:
 4. **Recurse.** The aggregated entities (embedded) and aggregated relations
    are the next layer's nodes and edges.
 
+The loop is the one every layered hierarchy shares
+(:func:`unirag.graph.layered.build_levels`); this module supplies the steps.
+
 Decisions the paper leaves open (documented where implemented):
 
 * **Reduction.** The paper clusters "following RAPTOR" (which reduces with
@@ -80,18 +83,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.layered import (
-    Ask,
-    BuildModels,
-    Clustering,
-    HierarchyStats,
-    Layer,
-    LayeredAlgorithm,
-    ProgressLabels,
-    Summary,
-    SummarySource,
-    build_levels,
-)
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,
@@ -382,6 +375,7 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
 
     def __init__(self, config: LeanragConfig, models: BuildModels) -> None:
         self.config, self.models, self.max_levels = config, models, config.max_layers
+        self.prompt = load_prompt(ENTITY_PROMPT)
 
     def stop_before(self, layer: Layer, level: int) -> str:
         if len(layer) <= 1:
@@ -403,14 +397,13 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
     def asks(self, layer: Layer, clustering: _LeanragClustering, level: int) -> list[Ask]:
         """Step 2 (Eq. 4): one call per cluster of two or more nodes; a singleton repeats its member."""
         config, tokenizer = self.config, self.models.tokenizer
-        prompt = load_prompt(ENTITY_PROMPT)
         asks = []
         for c, rows in enumerate(clustering.central):
             if len(rows) == 1:
                 asks.append(Ask(None, partial(_itself, layer.names[rows[0]], layer.texts[rows[0]])))
                 continue
             relations = _relation_lines(layer, clustering.inside.get(c, np.zeros(0, np.int64)))
-            request = _entity_request(prompt, layer, rows, relations, config, self.models.temperature, tokenizer)
+            request = _entity_request(self.prompt, layer, rows, relations, config, self.models.temperature, tokenizer)
             asks.append(Ask(request, partial(_read_entity, layer, rows, config, tokenizer)))
         return asks
 
