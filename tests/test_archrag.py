@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder, ScriptedChat
 
+from unirag.graph.layered import BuildModels
 from unirag.index.archrag import (
     EMBED_STAGE,
     SUMMARY_STAGE,
@@ -295,7 +296,7 @@ def test_attributed_partition_beats_plain_leiden_on_noisy_structure() -> None:
 def test_two_cliques_make_two_level_one_communities() -> None:
     graph = make_graph([5, 5], [(0, 1)])
     chat = theme_chat()
-    result = build_archrag_communities(graph, chat, HashEmbedder(), replace(TWO, max_levels=1))
+    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), replace(TWO, max_levels=1))
     assert result.hierarchy == "archrag" and result.level_order == "bottom_up"
     level1 = [c for c in result.communities if c.level == 1]
     assert {frozenset(c.children) for c in level1} == {
@@ -308,7 +309,7 @@ def test_two_cliques_make_two_level_one_communities() -> None:
     assert all(r.prompt_version.startswith("archrag_summary@") and r.json_mode for r in chat.requests)
     assert result.stats["stop_reason"] == "max_levels"
     level_stats = result.stats["per_level"][0]
-    assert level_stats["communities"] == 2 and level_stats["summaries"] == 2 and level_stats["fallback"] == 0
+    assert level_stats["communities"] == 2 and level_stats["summaries"] == 2 and level_stats["fallback_summaries"] == 0
     assert level_stats["chi"] > 1 and 0.9 < level_stats["cosine"] <= 1.0
     json.dumps(result.stats)  # JSON-serialisable
 
@@ -316,7 +317,7 @@ def test_two_cliques_make_two_level_one_communities() -> None:
 def test_prompt_holds_members_and_their_relations() -> None:
     graph = make_graph([3, 3], [(0, 1)])
     chat = theme_chat()
-    build_archrag_communities(graph, chat, HashEmbedder(), replace(TWO, max_levels=1, augment="none"))
+    build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), replace(TWO, max_levels=1, augment="none"))
     user = ScriptedChat.user_message(chat.requests[0])
     assert "- E0: alpha thing of clique0" in user
     assert "E0 -- E1: rel 0-1" in user
@@ -330,7 +331,7 @@ def ring_of_cliques() -> EntityGraph:
 
 def test_hierarchy_levels_links_entities_and_parents() -> None:
     graph = ring_of_cliques()
-    result = build_archrag_communities(graph, theme_chat(), HashEmbedder(), replace(TWO, augment="none"))
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), replace(TWO, augment="none"))
     by_level: dict[int, list] = {}
     for community in result.communities:
         by_level.setdefault(community.level, []).append(community)
@@ -365,7 +366,7 @@ def test_hierarchy_levels_links_entities_and_parents() -> None:
 def test_links_exist_exactly_where_members_are_linked_in_the_augmented_graph() -> None:
     graph = ring_of_cliques()
     config = replace(TWO, max_levels=1)
-    result = build_archrag_communities(graph, theme_chat(), HashEmbedder(), config)
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), config)
     edges, _ = augment(len(graph), graph.vectors, graph.edges, config)
     owner = {}
     for community in result.communities:
@@ -382,18 +383,21 @@ def test_links_exist_exactly_where_members_are_linked_in_the_augmented_graph() -
 
 def test_stops_at_max_levels_and_min_nodes() -> None:
     graph = ring_of_cliques()
-    one = build_archrag_communities(graph, theme_chat(), HashEmbedder(), replace(TWO, max_levels=1, augment="none"))
+    one = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()),
+                                    replace(TWO, max_levels=1, augment="none"))
     assert {c.level for c in one.communities} == {1} and one.stats["stop_reason"] == "max_levels"
     # 8 level-1 communities are fewer than min_nodes=9: level 2 is not built
     chat = theme_chat()
-    capped = build_archrag_communities(graph, chat, HashEmbedder(), ArchragConfig(min_nodes=9, augment="none"))
+    capped = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()),
+                                       ArchragConfig(min_nodes=9, augment="none"))
     assert {c.level for c in capped.communities} == {1}
     assert capped.stats["stop_reason"] == "min_nodes" and capped.stats["levels"] == 1
     assert len(chat.requests) == 8
     # a graph smaller than min_nodes gets no communities and costs nothing
     chat = theme_chat()
     embedder = HashEmbedder()
-    none = build_archrag_communities(make_graph([3, 3], [(0, 1)]), chat, embedder, ArchragConfig(min_nodes=10))
+    none = build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(chat, embedder),
+                                     ArchragConfig(min_nodes=10))
     assert none.communities == [] and none.stats["stop_reason"] == "min_nodes"
     assert chat.calls == 0 and embedder.calls == 0
 
@@ -401,7 +405,8 @@ def test_stops_at_max_levels_and_min_nodes() -> None:
 def test_no_reduction_stops_without_model_calls() -> None:
     graph = make_graph([1] * 6, [])  # six isolated entities
     chat = theme_chat()
-    result = build_archrag_communities(graph, chat, HashEmbedder(), ArchragConfig(min_nodes=2, augment="none"))
+    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()),
+                                       ArchragConfig(min_nodes=2, augment="none"))
     assert result.communities == [] and result.stats["stop_reason"] == "no_reduction"
     assert result.stats["per_level"][0]["singletons"] == 6
     assert chat.calls == 0
@@ -409,7 +414,7 @@ def test_no_reduction_stops_without_model_calls() -> None:
 
 def test_singletons_get_no_community_and_no_parent() -> None:
     graph = make_graph([4, 4, 1], [(0, 1)], themes=[0, 1, 0])  # entity 8 is isolated
-    result = build_archrag_communities(graph, theme_chat(), HashEmbedder(),
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()),
                                        replace(TWO, augment="none", max_levels=1))
     assert all("ent8" not in c.entities for c in result.communities)
     assert result.stats["singletons"] == 1 and len(result.communities) == 2
@@ -418,11 +423,11 @@ def test_singletons_get_no_community_and_no_parent() -> None:
 def test_next_layer_vectors_are_summary_embeddings() -> None:
     graph = ring_of_cliques()
     embedder = HashEmbedder()
-    result = build_archrag_communities(graph, theme_chat(), embedder, replace(TWO, max_levels=1))
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), embedder), replace(TWO, max_levels=1))
     assert embedder.batches == [[c.summary for c in result.communities]]
     graph.vectors = None  # without vectors the entities are embedded first
     embedder = HashEmbedder()
-    build_archrag_communities(graph, theme_chat(), embedder, replace(TWO, max_levels=1, augment="none"))
+    build_archrag_communities(graph, BuildModels(theme_chat(), embedder), replace(TWO, max_levels=1, augment="none"))
     assert embedder.batches[0] == [graph.text(i) for i in range(len(graph))]
 
 
@@ -434,7 +439,8 @@ def test_embedding_stage_is_named() -> None:
             stages.append(stage)
             return super().embed(texts, stage)
 
-    build_archrag_communities(make_graph([3, 3], [(0, 1)]), theme_chat(), StageEmbedder(), replace(TWO, max_levels=1))
+    build_archrag_communities(make_graph([3, 3], [(0, 1)]), BuildModels(theme_chat(), StageEmbedder()),
+                              replace(TWO, max_levels=1))
     assert stages == [EMBED_STAGE]
 
 
@@ -443,7 +449,7 @@ def test_build_is_deterministic() -> None:
     runs = []
     for _ in range(2):
         chat = theme_chat(delay=0.001)
-        result = build_archrag_communities(graph, chat, HashEmbedder(), TWO, concurrency=4)
+        result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder(), concurrency=4), TWO)
         runs.append((sorted(json.dumps(r.messages) for r in chat.requests), [(c.id, c.children, c.summary) for c in
                                                                  result.communities],
                      [(link.source, link.target, link.weight) for link in result.links], result.stats))
@@ -453,7 +459,7 @@ def test_build_is_deterministic() -> None:
 def test_spectral_hierarchy_builds() -> None:
     graph = ring_of_cliques()
     config = replace(TWO, clustering="spectral", spectral_cluster_size=4, max_levels=2)
-    result = build_archrag_communities(graph, theme_chat(), HashEmbedder(), config)
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), config)
     level1 = [c for c in result.communities if c.level == 1]
     assert len(level1) == 8
     assert {c.level for c in result.communities} == {1, 2}
@@ -463,8 +469,8 @@ def test_spectral_hierarchy_builds() -> None:
 def test_malformed_summaries_fall_back_and_are_counted(reply: str) -> None:
     graph = make_graph([3, 3], [(0, 1)])
     chat = ScriptedChat(answers={"archrag_summary": lambda user: reply})
-    result = build_archrag_communities(graph, chat, HashEmbedder(), replace(TWO, max_levels=1))
-    assert result.stats["fallback_summaries"] == 2 and result.stats["per_level"][0]["fallback"] == 2
+    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), replace(TWO, max_levels=1))
+    assert result.stats["fallback_summaries"] == 2 and result.stats["per_level"][0]["fallback_summaries"] == 2
     first = next(c for c in result.communities if "ent0" in c.entities)
     assert first.summary == "E0; E1; E2"  # member names, most connected first (E0 has the bridge)
     assert first.title == "E0 / E1 / E2"
@@ -474,11 +480,11 @@ def test_malformed_summaries_fall_back_and_are_counted(reply: str) -> None:
 def test_prose_and_wrapped_json_replies_are_used() -> None:
     graph = make_graph([3, 3], [(0, 1)])
     prose = ScriptedChat(answers={"archrag_summary": lambda user: "These things are all about alpha."})
-    result = build_archrag_communities(graph, prose, HashEmbedder(), replace(TWO, max_levels=1))
+    result = build_archrag_communities(graph, BuildModels(prose, HashEmbedder()), replace(TWO, max_levels=1))
     assert result.stats["prose_summaries"] == 2 and result.stats["fallback_summaries"] == 0
     assert {c.summary for c in result.communities} == {"These things are all about alpha."}
     wrapped = ScriptedChat(answers={"archrag_summary": lambda user: 'Sure!\n```json\n{"title": "T", "summary": "S"'})
-    result = build_archrag_communities(graph, wrapped, HashEmbedder(), replace(TWO, max_levels=1))
+    result = build_archrag_communities(graph, BuildModels(wrapped, HashEmbedder()), replace(TWO, max_levels=1))
     assert {(c.title, c.summary) for c in result.communities} == {("T", "S")}
     assert result.stats["fallback_summaries"] == 0
 
@@ -492,7 +498,7 @@ def test_prompt_budget_keeps_the_most_connected_members() -> None:
     graph.relation_texts = graph.relation_texts + ["hub"] * 11
     chat = theme_chat()
     config = ArchragConfig(min_nodes=2, max_levels=1, augment="none", max_input_tokens=300)
-    result = build_archrag_communities(graph, chat, HashEmbedder(), config)
+    result = build_archrag_communities(graph, BuildModels(chat, HashEmbedder()), config)
     user = ScriptedChat.user_message(chat.requests[0])
     items = user.split("Items:", 1)[1].split("Relations between items:", 1)[0]
     from unirag.text.tokenizer import get_tokenizer
@@ -508,12 +514,12 @@ def test_config_is_validated() -> None:
                 ArchragConfig(max_levels=0), ArchragConfig(knn_k=0), ArchragConfig(resolution=0),
                 ArchragConfig(min_weight=0), ArchragConfig(edge_weight="cosine")):  # type: ignore[arg-type]
         with pytest.raises(ValueError):
-            build_archrag_communities(make_graph([3], []), theme_chat(), HashEmbedder(), bad)
+            build_archrag_communities(make_graph([3], []), BuildModels(theme_chat(), HashEmbedder()), bad)
 
 
 def test_empty_graph() -> None:
     graph = make_graph([], [])
-    result = build_archrag_communities(graph, theme_chat(), HashEmbedder(), TWO)
+    result = build_archrag_communities(graph, BuildModels(theme_chat(), HashEmbedder()), TWO)
     assert result.communities == [] and result.stats["stop_reason"] == "empty"
 
 

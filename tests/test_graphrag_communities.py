@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from fakes import ScriptedChat
 
+from unirag.graph.layered import BuildModels
 from unirag.index.graphrag_communities import (
     GraphragCommunityConfig,
     ReportElements,
@@ -269,7 +270,7 @@ def test_builder_two_cliques_reports_and_community_fields():
     n, edges = cliques([5, 5], [(4, 5)])
     graph = make_graph(n, edges)
     model = chat()
-    result = build_graphrag_communities(graph, model, GraphragCommunityConfig())
+    result = build_graphrag_communities(graph, BuildModels(model), GraphragCommunityConfig())
     assert result.hierarchy == "graphrag" and result.level_order == "top_down"
     assert result.levels() == {0: 2}
     assert model.calls == 2 and all(r.stage == "index.graphrag.report" and r.json_mode for r in model.requests)
@@ -284,8 +285,8 @@ def test_builder_two_cliques_reports_and_community_fields():
         assert community.payload["report"]["title"] == community.title
         assert 0 < community.payload["context_tokens"] <= 4000
     stats = result.stats
-    assert stats["levels"] == 1 and stats["reports"] == 2 and stats["fallback_reports"] == 0
-    assert stats["communities_per_level"] == {"0": 2}
+    assert stats["levels"] == 1 and stats["summaries"] == 2 and stats["fallback_summaries"] == 0
+    assert [(level["level"], level["communities"]) for level in stats["per_level"]] == [(0, 2)]
     json.dumps(stats)
     json.dumps([c.payload for c in result.communities])
 
@@ -294,7 +295,7 @@ def test_builder_hierarchy_parents_point_to_children_and_reports_go_bottom_up():
     graph = ring_of_cliques(30, 4)
     model = chat()
     config = GraphragCommunityConfig(max_cluster_size=10, max_context_tokens=120)
-    result = build_graphrag_communities(graph, model, config)
+    result = build_graphrag_communities(graph, BuildModels(model), config)
     by_id = {c.id: c for c in result.communities}
     parents = [c for c in result.communities if c.level == 0 and len(c.entities) > 10]
     assert parents and result.stats["levels"] == 2
@@ -318,8 +319,8 @@ def test_builder_is_deterministic():
     graph = ring_of_cliques(30, 4)
     config = GraphragCommunityConfig(max_context_tokens=150)
     first, second = chat(), chat()
-    a = build_graphrag_communities(graph, first, config)
-    b = build_graphrag_communities(graph, second, config, concurrency=2)
+    a = build_graphrag_communities(graph, BuildModels(first), config)
+    b = build_graphrag_communities(graph, BuildModels(second, concurrency=2), config)
     assert [(c.id, c.parent, c.children, c.title) for c in a.communities] == \
         [(c.id, c.parent, c.children, c.title) for c in b.communities]
     assert sorted(r.cache_key("m") for r in first.requests) == sorted(r.cache_key("m") for r in second.requests)
@@ -338,9 +339,9 @@ def test_builder_salvages_malformed_replies_and_falls_back_on_garbage():
             return "Sure! " + good[: len(good) - 40]  # text before, cut near the end
         return "I am unable to produce JSON today."
 
-    result = build_graphrag_communities(graph, chat(reply), GraphragCommunityConfig())
+    result = build_graphrag_communities(graph, BuildModels(chat(reply)), GraphragCommunityConfig())
     stats = result.stats
-    assert stats["reports"] == 3 and stats["fallback_reports"] == 1 and stats["repaired_reports"] == 2
+    assert stats["summaries"] == 3 and stats["fallback_summaries"] == 1 and stats["repaired_reports"] == 2
     by_first = {c.entities[0]: c for c in result.communities}
     assert by_first["e0"].title.startswith("About") and not by_first["e0"].payload["fallback"]
     assert by_first["e5"].summary.startswith("Summary of") and by_first["e5"].rating == 6.5
@@ -353,7 +354,8 @@ def test_builder_salvages_malformed_replies_and_falls_back_on_garbage():
 
 def test_rating_is_clamped():
     n, edges = cliques([4])
-    result = build_graphrag_communities(make_graph(n, edges), chat(lambda u: '{"summary": "S", "rating": 99}'))
+    model = chat(lambda u: '{"summary": "S", "rating": 99}')
+    result = build_graphrag_communities(make_graph(n, edges), BuildModels(model))
     assert result.communities[0].rating == 10.0
     assert result.communities[0].title == "N0, N1, N2"  # missing title: top-degree names
 
@@ -362,7 +364,7 @@ def test_singletons_get_reports_without_the_model():
     n, edges = cliques([3])
     graph = make_graph(n + 2, edges)
     model = chat()
-    result = build_graphrag_communities(graph, model)
+    result = build_graphrag_communities(graph, BuildModels(model))
     assert model.calls == 1 and result.stats["singletons"] == 2 and result.levels() == {0: 3}
     single = [c for c in result.communities if c.payload["singleton"]]
     assert {c.title for c in single} == {"N3", "N4"} and all(c.rating is None for c in single)
@@ -370,10 +372,10 @@ def test_singletons_get_reports_without_the_model():
 
 
 def test_empty_graph_and_bad_config():
-    result = build_graphrag_communities(make_graph(0, []), chat())
+    result = build_graphrag_communities(make_graph(0, []), BuildModels(chat()))
     assert result.communities == [] and result.stats["communities"] == 0
     with pytest.raises(ValueError):
-        build_graphrag_communities(make_graph(0, []), chat(), GraphragCommunityConfig(max_cluster_size=0))
+        build_graphrag_communities(make_graph(0, []), BuildModels(chat()), GraphragCommunityConfig(max_cluster_size=0))
 
 
 def test_duplicate_edges_and_odd_weights_still_link():

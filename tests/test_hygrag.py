@@ -10,6 +10,7 @@ import pytest
 from fakes import HashEmbedder, ScriptedChat
 from scipy.sparse import csr_matrix
 
+from unirag.graph.layered import BuildModels
 from unirag.index import hygrag
 from unirag.index.hierarchy import EntityGraph
 from unirag.index.hygrag import (
@@ -223,11 +224,11 @@ def random_hybrid(n_chunks: int, n_entities: int, seed: int = 0) -> HybridGraph:
 def test_hierarchy_levels_membership_and_links() -> None:
     hybrid = random_hybrid(40, 160)
     chat, embedder = scripted(), HashEmbedder()
-    result = build_hygrag_index(hybrid, chat, embedder, FAST)
+    result = build_hygrag_index(hybrid, BuildModels(chat, embedder), FAST)
     assert result.hierarchy == "hygrag" and result.level_order == "bottom_up"
     levels = result.levels()
     assert list(levels) == [1, 2, 3, 4] and result.stats["levels"] == 4
-    assert result.stats["stop_reason"] == "max_layers"
+    assert result.stats["stop_reason"] == "max_levels"
     assert all(levels[a] > levels[a + 1] for a in range(1, 4))
     by_id = {c.id: c for c in result.communities}
     for community in result.communities:
@@ -251,7 +252,7 @@ def test_hierarchy_levels_membership_and_links() -> None:
     assert {r.stage for r in chat.requests} == {SUMMARY_STAGE}
     assert all(r.prompt_version.startswith("hygrag_summary@") for r in chat.requests)
     assert embedder.embedded_texts == len(result.communities)
-    assert result.communities[0].title.startswith("Group of") and result.stats["summary_fallbacks"] == 0
+    assert result.communities[0].title.startswith("Group of") and result.stats["fallback_summaries"] == 0
     # links join communities of one level whose members are linked
     assert result.links and all(by_id[link.source].level == by_id[link.target].level == link.level
                                 for link in result.links)
@@ -260,25 +261,28 @@ def test_hierarchy_levels_membership_and_links() -> None:
 
 def test_layers_stop_at_root_or_small_layer() -> None:
     hybrid = random_hybrid(10, 50, seed=2)
-    result = build_hygrag_index(hybrid, scripted(), HashEmbedder(), HygragConfig())
+    result = build_hygrag_index(hybrid, BuildModels(scripted(), HashEmbedder()), HygragConfig())
     assert result.stats["stop_reason"] in ("root", "small_layer")
     top_level = max(result.levels())
     assert top_level <= 2 and all(5 <= c.payload["size"] <= 50 for c in result.communities)
     if result.stats["stop_reason"] == "root":
         assert result.levels()[top_level] == 1
-    capped = build_hygrag_index(random_hybrid(40, 160), scripted(), HashEmbedder(), replace(FAST, max_layers=2))
-    assert list(capped.levels()) == [1, 2] and capped.stats["stop_reason"] == "max_layers"
-    tiny = build_hygrag_index(random_hybrid(1, 2), scripted(), HashEmbedder(), HygragConfig())
+    capped = build_hygrag_index(random_hybrid(40, 160), BuildModels(scripted(), HashEmbedder()),
+                                replace(FAST, max_layers=2))
+    assert list(capped.levels()) == [1, 2] and capped.stats["stop_reason"] == "max_levels"
+    tiny = build_hygrag_index(random_hybrid(1, 2), BuildModels(scripted(), HashEmbedder()), HygragConfig())
     assert tiny.levels() == {1: 1} and tiny.stats["undersized_buckets"] == 1
     assert sorted(tiny.communities[0].children) == ["chunk-0", "ent-0", "ent-1"]
-    empty = build_hygrag_index(random_hybrid(0, 0), scripted(), HashEmbedder(), HygragConfig())
+    empty = build_hygrag_index(random_hybrid(0, 0), BuildModels(scripted(), HashEmbedder()), HygragConfig())
     assert empty.communities == [] and empty.stats["stop_reason"] == "empty"
 
 
 def test_rebuild_sends_identical_requests() -> None:
     first_chat, second_chat = scripted(), scripted()
-    first = build_hygrag_index(random_hybrid(30, 90, seed=4), first_chat, HashEmbedder(), FAST, concurrency=3)
-    second = build_hygrag_index(random_hybrid(30, 90, seed=4), second_chat, HashEmbedder(), FAST, concurrency=1)
+    first = build_hygrag_index(random_hybrid(30, 90, seed=4), BuildModels(first_chat, HashEmbedder(), concurrency=3),
+                               FAST)
+    second = build_hygrag_index(random_hybrid(30, 90, seed=4),
+                                BuildModels(second_chat, HashEmbedder(), concurrency=1), FAST)
     assert [c.id for c in first.communities] == [c.id for c in second.communities]
     assert sorted(r.cache_key("m") for r in first_chat.requests) == sorted(r.cache_key("m") for r in second_chat.requests)
 
@@ -294,7 +298,8 @@ def test_embedding_stage_and_upper_propagation() -> None:
             return super().embed(texts, stage)
 
     embedder = StageEmbedder()
-    result = build_hygrag_index(random_hybrid(20, 60), scripted(), embedder, replace(FAST, propagate_upper_layers=True))
+    result = build_hygrag_index(random_hybrid(20, 60), BuildModels(scripted(), embedder),
+                                replace(FAST, propagate_upper_layers=True))
     assert set(embedder.stages) == {EMBED_STAGE} and result.stats["levels"] >= 2
 
 
@@ -306,11 +311,12 @@ def test_malformed_summaries_fall_back_and_are_counted() -> None:
         return next(replies, "{{{")
 
     hybrid = random_hybrid(5, 20, seed=6)
-    result = build_hygrag_index(hybrid, scripted(reply), HashEmbedder(), replace(FAST, max_layers=1), concurrency=1)
+    result = build_hygrag_index(hybrid, BuildModels(scripted(reply), HashEmbedder(), concurrency=1),
+                                replace(FAST, max_layers=1))
     n = len(result.communities)
     assert n >= 6
     stats = result.stats
-    assert stats["summary_unstructured"] == 1 and stats["summary_fallbacks"] == n - 2
+    assert stats["prose_summaries"] == 1 and stats["fallback_summaries"] == n - 2
     sources = [c.payload["summary_source"] for c in result.communities]
     assert sources.count("json") == 1 and sources.count("prose") == 1
     for community in result.communities:
@@ -318,8 +324,8 @@ def test_malformed_summaries_fall_back_and_are_counted() -> None:
 
 
 def test_without_a_model_every_summary_is_extractive() -> None:
-    result = build_hygrag_index(random_hybrid(10, 30, seed=7), None, HashEmbedder(), FAST)
-    assert result.communities and result.stats["summary_fallbacks"] == len(result.communities)
+    result = build_hygrag_index(random_hybrid(10, 30, seed=7), BuildModels(None, HashEmbedder()), FAST)
+    assert result.communities and result.stats["fallback_summaries"] == len(result.communities)
     assert all(c.summary and c.payload["summary_source"] == "fallback" for c in result.communities)
 
 
@@ -341,7 +347,7 @@ def test_prompt_fits_the_token_budget() -> None:
     hybrid = random_hybrid(10, 0, seed=8)
     hybrid.texts = [("long chunk text " * 400) if i % 2 else f"short chunk {i}" for i in range(10)]
     chat = scripted()
-    build_hygrag_index(hybrid, chat, HashEmbedder(), HygragConfig(max_input_tokens=300, max_layers=1))
+    build_hygrag_index(hybrid, BuildModels(chat, HashEmbedder()), HygragConfig(max_input_tokens=300, max_layers=1))
     assert chat.requests
     prompts = "".join(ScriptedChat.user_message(r).split("Items:", 1)[1] for r in chat.requests)
     for request in chat.requests:
@@ -354,6 +360,7 @@ def test_prompt_fits_the_token_budget() -> None:
 
 def test_config_validation() -> None:
     with pytest.raises(ValueError, match="2 \\* s_min - 1"):
-        build_hygrag_index(random_hybrid(3, 3), scripted(), HashEmbedder(), HygragConfig(s_min=10, s_max=15))
+        build_hygrag_index(random_hybrid(3, 3), BuildModels(scripted(), HashEmbedder()),
+                           HygragConfig(s_min=10, s_max=15))
     with pytest.raises(ValueError, match="hyperplanes"):
         HygragConfig(hyperplanes=0).validate()

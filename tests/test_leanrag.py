@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, ScriptedChat
+from unirag.graph.layered import BuildModels
 from unirag.index.hierarchy import EntityGraph
 from unirag.index.leanrag import (
     ENTITY_STAGE,
@@ -84,7 +85,7 @@ def level(result, number):
 
 
 def test_three_separated_groups_make_three_clusters_then_a_root() -> None:
-    result = build_leanrag_hierarchy(three_groups(), chat(), HashEmbedder(), CONFIG)
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
     assert result.hierarchy == "leanrag" and result.level_order == "bottom_up"
     assert result.levels() == {1: 3, 2: 1}
     groups = sorted(sorted(c.entities) for c in level(result, 1))
@@ -92,8 +93,8 @@ def test_three_separated_groups_make_three_clusters_then_a_root() -> None:
     first = level(result, 1)
     assert all(c.title.startswith("Group of Entity") and c.summary.startswith("Things like") for c in first)
     assert all(c.payload["size"] == 10 and not c.payload["singleton"] for c in first)
-    assert result.stats["stopped_by"] == "root"
-    assert result.stats["entity_calls"] == 4 and result.stats["entity_fallbacks"] == 0
+    assert result.stats["stop_reason"] == "root"
+    assert result.stats["summaries"] == 4 and result.stats["fallback_summaries"] == 0
     json.dumps(result.stats)  # serialisable
 
 
@@ -106,7 +107,7 @@ def test_relation_counts_known_answer() -> None:
 
 def test_links_weights_and_tau_rule() -> None:
     model = chat()
-    result = build_leanrag_hierarchy(three_groups(), model, HashEmbedder(), CONFIG)
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()), CONFIG)
     by_members = {frozenset(c.entities): c.id for c in level(result, 1)}
     group_id = [by_members[frozenset(f"e{i}" for i in range(g * 10, g * 10 + 10))] for g in range(3)]
     links = {frozenset((link.source, link.target)): link for link in result.links if link.level == 1}
@@ -131,15 +132,17 @@ def test_links_weights_and_tau_rule() -> None:
 
 def test_tau_per_level_and_zero() -> None:
     model = chat()
-    result = build_leanrag_hierarchy(three_groups(), model, HashEmbedder(), LeanragConfig(cluster_size=10, tau=(10,)))
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, tau=(10,)))
     assert result.stats["relation_calls"] == 0 and result.stats["concatenated_relations"] == 3
     model = chat()
-    result = build_leanrag_hierarchy(three_groups(), model, HashEmbedder(), LeanragConfig(cluster_size=10, tau=0))
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, tau=0))
     assert result.stats["relation_calls"] == 3
 
 
 def test_parents_and_entities_are_unions() -> None:
-    result = build_leanrag_hierarchy(three_groups(), chat(), HashEmbedder(), CONFIG)
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
     mapping = parents(result)
     first_ids = {c.id for c in level(result, 1)}
     for i in range(30):
@@ -159,8 +162,8 @@ def test_deeper_hierarchy_is_a_tree() -> None:
     n = sum(sizes)
     edges = [(i, i + 1) for i in range(n - 1)]
     graph = make_graph(sizes, edges, grouped_vectors(sizes))
-    result = build_leanrag_hierarchy(graph, chat(), HashEmbedder(), LeanragConfig(cluster_size=4))
-    assert result.stats["layers"] >= 3 and result.stats["stopped_by"] == "root"
+    result = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()), LeanragConfig(cluster_size=4))
+    assert result.stats["levels"] >= 3 and result.stats["stop_reason"] == "root"
     by_id = {c.id: c for c in result.communities}
     top = max(result.levels())
     assert len(level(result, top)) == 1
@@ -185,28 +188,31 @@ def test_deeper_hierarchy_is_a_tree() -> None:
 
 def test_stopping_rules() -> None:
     graph = three_groups()
-    no_root = build_leanrag_hierarchy(graph, chat(), HashEmbedder(), LeanragConfig(cluster_size=10, root=False))
-    assert no_root.levels() == {1: 3} and no_root.stats["stopped_by"] == "small_layer"
+    no_root = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()),
+                                      LeanragConfig(cluster_size=10, root=False))
+    assert no_root.levels() == {1: 3} and no_root.stats["stop_reason"] == "small_layer"
     assert all(c.parent is None for c in no_root.communities)
-    capped = build_leanrag_hierarchy(graph, chat(), HashEmbedder(), LeanragConfig(cluster_size=10, max_layers=1))
-    assert capped.levels() == {1: 3} and capped.stats["stopped_by"] == "max_layers"
-    small = build_leanrag_hierarchy(make_graph([5], [(0, 1)]), chat(), HashEmbedder(), LeanragConfig())
-    assert small.levels() == {1: 1} and small.stats["stopped_by"] == "root"
+    capped = build_leanrag_hierarchy(graph, BuildModels(chat(), HashEmbedder()),
+                                     LeanragConfig(cluster_size=10, max_layers=1))
+    assert capped.levels() == {1: 3} and capped.stats["stop_reason"] == "max_levels"
+    small = build_leanrag_hierarchy(make_graph([5], [(0, 1)]), BuildModels(chat(), HashEmbedder()), LeanragConfig())
+    assert small.levels() == {1: 1} and small.stats["stop_reason"] == "root"
     assert small.communities[0].children == [f"e{i}" for i in range(5)]
-    small_no_root = build_leanrag_hierarchy(make_graph([5], []), chat(), HashEmbedder(), LeanragConfig(root=False))
-    assert small_no_root.communities == [] and small_no_root.stats["stopped_by"] == "small_layer"
-    single = build_leanrag_hierarchy(make_graph([1], []), chat(), HashEmbedder())
-    assert single.communities == [] and single.stats["stopped_by"] == "single_node"
+    small_no_root = build_leanrag_hierarchy(make_graph([5], []), BuildModels(chat(), HashEmbedder()),
+                                            LeanragConfig(root=False))
+    assert small_no_root.communities == [] and small_no_root.stats["stop_reason"] == "small_layer"
+    single = build_leanrag_hierarchy(make_graph([1], []), BuildModels(chat(), HashEmbedder()))
+    assert single.communities == [] and single.stats["stop_reason"] == "single_node"
     empty = make_graph([0], [], np.zeros((0, 64), dtype=np.float32))
-    assert build_leanrag_hierarchy(empty, chat(), HashEmbedder()).stats["stopped_by"] == "empty"
+    assert build_leanrag_hierarchy(empty, BuildModels(chat(), HashEmbedder())).stats["stop_reason"] == "empty"
 
 
 def test_deterministic_rebuild() -> None:
     graph = make_graph([6] * 8, [(i, i + 7) for i in range(40)])
     config = LeanragConfig(cluster_size=5)
     first_chat, second_chat = chat(), chat()
-    first = build_leanrag_hierarchy(graph, first_chat, HashEmbedder(), config, concurrency=4)
-    second = build_leanrag_hierarchy(graph, second_chat, HashEmbedder(), config, concurrency=2)
+    first = build_leanrag_hierarchy(graph, BuildModels(first_chat, HashEmbedder(), concurrency=4), config)
+    second = build_leanrag_hierarchy(graph, BuildModels(second_chat, HashEmbedder(), concurrency=2), config)
     assert [(c.id, c.parent, c.children, c.title) for c in first.communities] == \
         [(c.id, c.parent, c.children, c.title) for c in second.communities]
     assert [(x.source, x.target, x.weight, x.description) for x in first.links] == \
@@ -231,7 +237,7 @@ def test_malformed_replies_fall_back_and_are_counted() -> None:
         return '{"name": "Third group"}'  # no description
 
     model = chat(leanrag_aggregate_entity=bad_entity, leanrag_aggregate_relation=lambda user: "  ")
-    result = build_leanrag_hierarchy(three_groups(), model, HashEmbedder(), CONFIG)
+    result = build_leanrag_hierarchy(three_groups(), BuildModels(model, HashEmbedder()), CONFIG)
     first = sorted(level(result, 1), key=lambda c: min(int(e[1:]) for e in c.entities))
     assert first[0].title.endswith(" (group)") and first[0].payload["fallback"]
     assert first[0].title == f"Entity {first[0].payload['central'][1:]} (group)"  # most central member
@@ -239,7 +245,7 @@ def test_malformed_replies_fall_back_and_are_counted() -> None:
     assert (first[1].title, first[1].summary, first[1].payload["fallback"]) == ("Second group", "Partly written", False)
     assert first[2].title == "Third group" and first[2].payload["fallback"]
     assert first[2].summary.startswith("Entity 2")
-    assert result.stats["entity_fallbacks"] == 2
+    assert result.stats["fallback_summaries"] == 2
     assert result.stats["relation_fallbacks"] == 1
     strong = max(result.links, key=lambda link: link.weight)
     assert strong.weight == 5 and strong.description.count("\n") == 4  # concatenation replaced the empty reply
@@ -259,12 +265,13 @@ def test_singleton_cluster_needs_no_call() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     graph = make_graph([3], [(0, 1), (1, 2)], vectors)
     model = chat()
-    result = build_leanrag_hierarchy(graph, model, HashEmbedder(), LeanragConfig(cluster_size=2, root=False))
+    result = build_leanrag_hierarchy(graph, BuildModels(model, HashEmbedder()),
+                                     LeanragConfig(cluster_size=2, root=False))
     first = level(result, 1)
     assert sorted(len(c.children) for c in first) == [1, 2]
     single = next(c for c in first if len(c.children) == 1)
     assert single.title == "Entity 2" and single.payload["singleton"]
-    assert result.stats["singletons"] == 1 and result.stats["entity_calls"] == 1
+    assert result.stats["singletons"] == 1 and result.stats["summaries"] == 1
 
 
 def test_prompt_respects_token_budget_and_missing_vectors_are_embedded() -> None:
@@ -274,7 +281,7 @@ def test_prompt_respects_token_budget_and_missing_vectors_are_embedded() -> None
     embedder = HashEmbedder()
     model = chat()
     config = LeanragConfig(cluster_size=40, max_input_tokens=300)
-    result = build_leanrag_hierarchy(graph, model, embedder, config)
+    result = build_leanrag_hierarchy(graph, BuildModels(model, embedder), config)
     assert result.levels() == {1: 1}
     assert embedder.batches[0][0].startswith("Entity 0:")  # base vectors embedded from name: description
     from unirag.text.tokenizer import get_tokenizer
@@ -285,7 +292,7 @@ def test_prompt_respects_token_budget_and_missing_vectors_are_embedded() -> None
 
 def test_invalid_config_fails_early() -> None:
     with pytest.raises(ValueError):
-        build_leanrag_hierarchy(three_groups(), chat(), HashEmbedder(), LeanragConfig(cluster_size=1))
+        build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), LeanragConfig(cluster_size=1))
     with pytest.raises(ValueError):
         bad = LeanragConfig(reducer="tsne")  # type: ignore[arg-type]
-        build_leanrag_hierarchy(three_groups(), chat(), HashEmbedder(), bad)
+        build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), bad)

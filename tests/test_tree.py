@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder, RecordingProgress, ScriptedChat
 
+from unirag.graph.layered import BuildModels
 from unirag.graph.tree import (
     EMBED_STAGE,
     SUMMARY_STAGE,
@@ -92,7 +93,7 @@ def children_sets(result: TreeResult, layer: int) -> list[set[str]]:
 
 
 def run(leaves, config: TreeConfig, chat: ScriptedChat | None = None, **kwargs) -> TreeResult:
-    return build_tree(leaves, chat or EchoChat(), StageEmbedder(), config, **kwargs)
+    return build_tree(leaves, BuildModels(chat or EchoChat(), StageEmbedder(), **kwargs), config)
 
 
 # -- clustering recovers known structure --------------------------------------------
@@ -107,7 +108,7 @@ def test_kmeans_layer_one_is_exactly_the_blobs_then_one_root() -> None:
     [root] = result.layer(2)
     assert set(root.children) == {node.id for node in result.layer(1)}
     assert result.depth == 2 and chat.calls == 4
-    assert result.stats["summaries"] == 4 and result.stats["layers"] == 2 and result.stats["singletons"] == 0
+    assert result.stats["summaries"] == 4 and result.stats["levels"] == 2 and result.stats["singletons"] == 0
 
 
 def test_gmm_layer_one_is_exactly_the_blobs() -> None:
@@ -182,7 +183,7 @@ def test_summary_requests_are_well_formed(tmp_path: Path) -> None:
     leaves = blob_leaves()
     chat, embedder = EchoChat(), StageEmbedder()
     config = TreeConfig(method="kmeans", summary_max_words=77, summary_max_tokens=99)
-    result = build_tree(leaves, chat, embedder, config, temperature=0.3)
+    result = build_tree(leaves, BuildModels(chat, embedder, temperature=0.3), config)
     prompt = load_prompt("summarize_cluster")
     assert all(r.stage == SUMMARY_STAGE and r.prompt_version == prompt.cache_version for r in chat.requests)
     assert all(r.max_tokens == 99 and r.temperature == 0.3 for r in chat.requests)
@@ -244,10 +245,10 @@ def test_rebuild_with_cached_chat_makes_no_new_calls(tmp_path: Path, config: Tre
     cache = ResponseCache(tmp_path / "cache.sqlite")
     try:
         inner = EchoChat()
-        first = build_tree(leaves, CachedChat(inner, cache), HashEmbedder(), config)
+        first = build_tree(leaves, BuildModels(CachedChat(inner, cache), HashEmbedder()), config)
         assert inner.calls == first.stats["summaries"] > 0 and first.stats["summary_cache_hits"] == 0
         again = EchoChat()
-        second = build_tree(leaves, CachedChat(again, cache), HashEmbedder(), config)
+        second = build_tree(leaves, BuildModels(CachedChat(again, cache), HashEmbedder()), config)
         assert again.calls == 0
         assert second.stats["summary_cache_hits"] == second.stats["summaries"] == first.stats["summaries"]
         assert [(n.id, n.text) for n in first.nodes] == [(n.id, n.text) for n in second.nodes]
@@ -281,7 +282,7 @@ def test_max_layers_stops_the_recursion(config: TreeConfig) -> None:
     unlimited = run(leaves, config)
     assert unlimited.depth == 3 and len(unlimited.layer(3)) == 1  # 30 -> 10-12 -> 3-4 -> root
     capped = run(leaves, replace(config, max_layers=2))
-    assert capped.depth == 2 and capped.stats["layers"] == 2
+    assert capped.depth == 2 and capped.stats["levels"] == 2
     assert [n.id for n in capped.nodes] == [n.id for n in unlimited.nodes if n.layer <= 2]
 
 
@@ -300,7 +301,7 @@ def test_one_or_two_leaves_are_returned_alone(config: TreeConfig, count: int) ->
     chat = EchoChat()
     result = run(leaves, config, chat)
     assert [n.id for n in result.nodes] == [leaf_id for leaf_id, _, _ in leaves]
-    assert chat.calls == 0 and result.stats["leaves"] == count and result.stats["layers"] == 0
+    assert chat.calls == 0 and result.stats["leaves"] == count and result.stats["levels"] == 0
 
 
 @pytest.mark.parametrize("config", [GMM, KMEANS], ids=["gmm", "kmeans"])
@@ -311,7 +312,7 @@ def test_three_leaves_get_one_root(config: TreeConfig) -> None:
     result = run(leaves, replace(config, min_layer_size=1), chat)
     [root] = result.layer(1)
     assert set(root.children) == {leaf_id for leaf_id, _, _ in leaves} and result.depth == 1
-    assert chat.calls == 1 and result.stats["layers"] == 1 and result.stats["singletons"] == 0
+    assert chat.calls == 1 and result.stats["levels"] == 1 and result.stats["singletons"] == 0
 
 
 @pytest.mark.parametrize("method", ["gmm", "kmeans"])

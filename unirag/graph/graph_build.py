@@ -136,6 +136,7 @@ def build_tree_artifact(
     (``tree:kmeans`` is the survey's RAPTOR-K: K-means instead of the Gaussian
     mixture); it wins over ``graph.tree`` for the keys it names.
     """
+    from unirag.graph.layered import BuildModels
     from unirag.graph.tree import TreeConfig, build_tree
 
     ts = settings.graph.tree.model_copy(update=preset or {})
@@ -153,8 +154,8 @@ def build_tree_artifact(
         return False
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
-    result = build_tree(leaves, chat, models.embedder, config, settings.concurrency, progress,
-                        settings.chat.temperature)
+    result = build_tree(leaves, BuildModels(chat, models.embedder, settings.concurrency, settings.chat.temperature,
+                                            progress), config)
     store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name)
     layers: dict[int, int] = {}
     for node in result.nodes:

@@ -57,7 +57,10 @@ Decisions worth knowing (each one documented where it is implemented):
   while it lasts, which is harmless for tiny matrices but worth knowing.
 
 ``build_tree`` returns a :class:`TreeResult`: all nodes (leaves first, then
-each layer in order) and integer ``stats``.
+each layer in order) and ``stats``. The layer-by-layer loop is the one every
+summary hierarchy shares (:func:`unirag.graph.layered.build_levels`); this
+module supplies RAPTOR's steps (:class:`_Raptor`). A layer has no edges and a
+node may have several parents, so tree nodes keep only their children.
 """
 
 from __future__ import annotations
@@ -67,20 +70,15 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
 import numpy as np
 
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
+from unirag.llm.base import normalise_rows
 from unirag.prompts.prompt import load_prompt
-from unirag.llm.base import (
-    ChatModel,
-    ChatRequest,
-    ChatResponse,
-    EmbeddingModel,
-    normalise_rows,
-)
-from unirag.llm.batch import complete_all
-from unirag.progress import Progress
 from unirag.text.sentences import first_sentence
 
 SUMMARY_STAGE = "build.tree.summarize"
@@ -143,15 +141,17 @@ class TreeNode:
 class TreeResult:
     """All nodes (leaves first, then layer 1, 2, ...) and counters of what happened.
 
-    ``stats`` keys: ``leaves``, ``layers`` (built above the leaves),
-    ``summaries``, ``summary_cache_hits``, ``fallback_summaries`` (empty LLM
-    answers replaced by the children's first sentences), ``singletons`` (nodes
-    that clustering left alone, so with no parent at the next layer), ``oversize_splits`` (clusters re-clustered for the
-    token budget), ``forced_bisections`` (of those, halved by PCA).
+    ``stats``: the counters every layered build keeps
+    (:class:`~unirag.graph.layered.HierarchyStats`: ``levels`` built above the
+    leaves, ``summaries``, ``fallback_summaries`` (empty LLM answers replaced by
+    the children's first sentences), ``singletons`` (nodes that clustering left
+    alone, so with no parent at the next layer), ``stop_reason``, ``per_level``,
+    ...), plus ``leaves``, ``oversize_splits`` (clusters re-clustered for the
+    token budget) and ``forced_bisections`` (of those, halved by PCA).
     """
 
     nodes: list[TreeNode]
-    stats: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
 
     def layer(self, number: int) -> list[TreeNode]:
         return [node for node in self.nodes if node.layer == number]
@@ -330,61 +330,76 @@ def cluster_layer(
     return sorted(clusters)
 
 
-# -- summaries -------------------------------------------------------------------
-
-
-
-
-def _summarise(
-    groups: list[list[TreeNode]],
-    chat: ChatModel | None,
-    config: TreeConfig,
-    concurrency: int,
-    progress: Progress,
-    layer: int,
-    temperature: float,
-) -> list[ChatResponse]:
-    """One request per group, run concurrently (:func:`complete_all`); responses in the groups' order."""
-    prompt = load_prompt("summarize_cluster")
-    requests = [
-        ChatRequest(
-            messages=prompt.messages(
-                max_words=str(config.summary_max_words),
-                texts="\n\n".join("- " + child.text.strip() for child in group),
-            ),
-            stage=SUMMARY_STAGE,
-            prompt_version=prompt.cache_version,
-            temperature=temperature,
-            max_tokens=config.summary_max_tokens,
-        )
-        for group in groups
-    ]
-    return complete_all(chat, requests, concurrency, progress, f"tree layer {layer}: summarising clusters")
-
-
 # -- the tree --------------------------------------------------------------------
 
 
+def _read_summary(child_texts: list[str], reply: str) -> Summary:
+    """The reply as the summary; the children's first sentences when it is empty."""
+    text = reply.strip()
+    source: SummarySource = "json" if text else "fallback"
+    if not text:
+        text = " ".join(s for s in (first_sentence(child) for child in child_texts) if s)
+    return Summary("", text, source, embed=text)
+
+
+class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
+    """RAPTOR's steps of the layered loop. A layer is chunk or summary nodes (no edges):
+    clustering is its algorithm (module docstring), a summary is plain text, and a
+    node may have several parents (soft clustering), so records keep only their children."""
+
+    labels = ProgressLabels(summarising="tree layer {level}: summarising clusters")
+    embed_stage = EMBED_STAGE
+    summed = ("oversize_splits", "forced_bisections")
+
+    def __init__(self, config: TreeConfig, models: BuildModels) -> None:
+        self.config, self.models, self.max_levels = config, models, config.max_layers
+        self.prompt = load_prompt("summarize_cluster")
+
+    def stop_before(self, layer: Layer, level: int) -> str:
+        return "small_layer" if len(layer) < self.config.min_layer_size else ""
+
+    def cluster(self, layer: Layer, level: int) -> Clustering:
+        """Clusters of two or more nodes (a node alone gets no parent)."""
+        stats: Counter[str] = Counter(oversize_splits=0, forced_bisections=0)
+        tokens = self.models.tokenizer.count_many(layer.texts)
+        clusters = cluster_layer(layer.vectors, tokens, self.config, stats)
+        return Clustering([list(cluster) for cluster in clusters if len(cluster) >= 2], dict(stats))
+
+    def asks(self, layer: Layer, clustering: Clustering, level: int) -> list[Ask]:
+        asks = []
+        for group in clustering.groups:
+            texts = [layer.texts[i] for i in group]
+            request = self.prompt.request(
+                SUMMARY_STAGE, max_tokens=self.config.summary_max_tokens, temperature=self.models.temperature,
+                max_words=str(self.config.summary_max_words),
+                texts="\n\n".join("- " + text.strip() for text in texts),
+            )
+            asks.append(Ask(request, partial(_read_summary, texts)))
+        return asks
+
+    def records(self, layer: Layer, clustering: Clustering, summaries: list[Summary], vectors: np.ndarray,
+                level: int, below: list[TreeNode]) -> list[TreeNode]:
+        out = []
+        for i, (group, summary) in enumerate(zip(clustering.groups, summaries)):
+            children = [layer.ids[row] for row in group]
+            out.append(TreeNode(id=node_id(level, children), layer=level, text=summary.text, children=children,
+                                vector=vectors[i]))
+        return out
+
+    def next_layer(self, layer: Layer, clustering: Clustering, records: list[TreeNode], vectors: np.ndarray,
+                   level: int) -> tuple[Layer, list[Any]]:
+        return Layer(ids=[node.id for node in records], texts=[node.text for node in records], vectors=vectors), []
+
+
 def build_tree(
-    leaves: Sequence[tuple[str, str, np.ndarray]],
-    chat: ChatModel | None,
-    embedder: EmbeddingModel,
-    config: TreeConfig = TreeConfig(),
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    temperature: float = 0.0,
+    leaves: Sequence[tuple[str, str, np.ndarray]], models: BuildModels, config: TreeConfig = TreeConfig()
 ) -> TreeResult:
     """Build the RAPTOR tree over ``leaves`` = ``(chunk_id, text, vector)``; see the module docstring.
 
-    ``chat=None`` (the zero-LLM path) makes every summary extractive: the
-    children's first sentences, counted in ``fallback_summaries``.
+    ``models.chat=None`` (the zero-LLM path) makes every summary extractive:
+    the children's first sentences, counted in ``fallback_summaries``.
     """
     config.validate()
-    progress = progress or Progress(enabled=False)
-    from unirag.text.tokenizer import get_tokenizer
-
-    tokenizer = get_tokenizer()
-    stats: Counter[str] = Counter()
     ids = [chunk_id for chunk_id, _, _ in leaves]
     if len(set(ids)) != len(ids):
         duplicated = sorted(i for i, count in Counter(ids).items() if count > 1)
@@ -398,49 +413,6 @@ def build_tree(
         TreeNode(id=chunk_id, layer=0, text=text, children=[], vector=leaf_vectors[i])
         for i, (chunk_id, text, _) in enumerate(leaves)
     ]
-    stats["leaves"] = len(nodes)
-    current = list(nodes)  # a copy: ``nodes`` grows as layers are added
-    for layer in range(1, config.max_layers + 1):
-        if len(current) < config.min_layer_size:
-            break
-        vectors = np.stack([node.vector for node in current])
-        tokens = [tokenizer.count(node.text) for node in current]
-        clusters = [c for c in cluster_layer(vectors, tokens, config, stats) if len(c) >= 2]
-        covered = {i for cluster in clusters for i in cluster}
-        stats["singletons"] += len(current) - len(covered)
-        if not clusters:
-            break
-        groups = [[current[i] for i in cluster] for cluster in clusters]
-        responses = _summarise(groups, chat, config, concurrency, progress, layer, temperature)
-        texts = []
-        for group, response in zip(groups, responses):
-            text = response.text.strip()
-            if not text:
-                stats["fallback_summaries"] += 1
-                text = " ".join(s for s in (first_sentence(child.text) for child in group) if s)
-            stats["summary_cache_hits"] += int(response.cached)
-            texts.append(text)
-        batch = embedder.embed(texts, stage=EMBED_STAGE)
-        if len(batch.vectors) != len(texts):
-            raise ValueError(f"embedder returned {len(batch.vectors)} vectors for {len(texts)} summaries")
-        summary_vectors = normalise_rows(batch.vectors)
-        built = [
-            TreeNode(
-                id=node_id(layer, [child.id for child in group]),
-                layer=layer,
-                text=text,
-                children=[child.id for child in group],
-                vector=summary_vectors[i],
-            )
-            for i, (group, text) in enumerate(zip(groups, texts))
-        ]
-        nodes.extend(built)
-        stats["summaries"] += len(built)
-        stats["layers"] = layer
-        if len(clusters) == 1 and len(clusters[0]) == len(current):
-            break  # one cluster of everything: that summary is the root
-        current = built
-    for key in ("layers", "summaries", "summary_cache_hits", "fallback_summaries", "singletons",
-                "oversize_splits", "forced_bisections"):
-        stats.setdefault(key, 0)
-    return TreeResult(nodes=nodes, stats=dict(stats))
+    layer = Layer(ids=ids, texts=[text for _, text, _ in leaves], vectors=leaf_vectors)
+    levels = build_levels(_Raptor(config, models), layer, models, HierarchyStats(extra={"leaves": len(nodes)}))
+    return TreeResult(nodes=nodes + levels.records, stats=levels.stats.to_dict())

@@ -90,7 +90,10 @@ Decisions:
 * **Stopping**: a layer with fewer than ``min_nodes`` nodes is not clustered;
   at most ``max_levels`` levels (default 4: the paper's hierarchies have "no
   more than 5" layers and its example three; the authors' code defaults to
-  4); a clustering with no community of two or more members ends the build.
+  4); a clustering with no community of two or more members ends the build,
+  and so does a level that is one community of every node (the root). The
+  loop itself is the one every layered hierarchy shares
+  (:func:`unirag.graph.layered.build_levels`); this module supplies its steps.
 
 :func:`archrag_partition` runs steps 1-3 on the entity graph only (no LLM),
 and :func:`community_quality` computes the paper's two quality metrics
@@ -105,22 +108,25 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
-from unirag.prompts.prompt import load_prompt
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,
     EntityGraph,
     HierarchyResult,
-    community_id,
+    bottom_up_result,
+    level_communities,
 )
-from unirag.llm.base import ChatModel, ChatRequest, EmbeddingModel, normalise_rows
-from unirag.llm.batch import complete_all
-from unirag.progress import Progress
+from unirag.llm.base import normalise_rows
+from unirag.prompts.prompt import load_prompt
 from unirag.text.json_reply import repair_json
+from unirag.text.tokenizer import Tokenizer
 
 HIERARCHY = "archrag"
 PROMPT = "archrag_summary"
@@ -534,25 +540,24 @@ def cosine_to_centroid(vectors: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 # -- one layer -------------------------------------------------------------------------
 
-
-@dataclass
-class _Layer:
-    """The graph clustered at one iteration: entities (level 0) or the communities of the level below."""
-
-    ids: list[str]
-    names: list[str]  # entity name / community title: used in relation lines
-    texts: list[str]  # entity "name: description" / community "title: summary": quoted in prompts
-    entities: list[list[str]]  # entity ids under each node
-    vectors: np.ndarray
-    edges: np.ndarray  # unique (i < j)
-    weights: np.ndarray  # structural weight per edge (relation weights / link counts)
-    relations: list[tuple[int, int, float, str]] = field(default_factory=list)  # (u, v, weight, line) for prompts
-
-    def __len__(self) -> int:
-        return len(self.ids)
+Relation = tuple[int, int, float, str]  # (u, v, weight, line quoted in prompts)
 
 
-def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _Layer:
+@dataclass(kw_only=True)
+class _ArchragLayer(Layer):
+    """A layer whose ``edges`` are unique (i < j) with structural ``weights`` (relation
+    weights at level 1, link counts above), plus the relation lines prompts quote."""
+
+    relations: list[Relation] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class _ArchragClustering(Clustering):
+    labels: np.ndarray  # community label of every node (singletons included)
+    edges: np.ndarray  # E': the augmented edges the labels came from
+
+
+def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _ArchragLayer:
     n = len(graph)
     edges = unique_edges(graph.edges, max(n, 1))
     weights = _structural_weights(graph.edges, graph.weights, edges, n)
@@ -563,7 +568,7 @@ def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _Layer:
         line = f"{graph.names[u]} -- {graph.names[v]}"
         text = text.strip()
         relations.append((u, v, float(weight), f"{line}: {text}" if text else line))
-    return _Layer(
+    return _ArchragLayer(
         ids=list(graph.ids),
         names=list(graph.names),
         texts=[graph.text(i) for i in range(n)],
@@ -584,16 +589,14 @@ class _Prompt:
 
 def _build_prompt(
     group: Sequence[int],
-    layer: _Layer,
+    layer: _ArchragLayer,
     degree: np.ndarray,
     tokens: Sequence[int],
-    relations: Sequence[tuple[int, int, float, str]],
+    relations: Sequence[Relation],
     config: ArchragConfig,
+    tokenizer: Tokenizer,
 ) -> _Prompt:
     """Members by degree then relations between included members, within ``max_input_tokens``."""
-    from unirag.text.tokenizer import get_tokenizer
-
-    tokenizer = get_tokenizer()
     budget = config.max_input_tokens
     member_budget = budget - budget // 4 if relations else budget
     order = sorted(group, key=lambda i: (-int(degree[i]), i))
@@ -632,8 +635,8 @@ def _build_prompt(
     )
 
 
-def _relations_by_group(layer: _Layer, labels: np.ndarray) -> dict[int, list[tuple[int, int, float, str]]]:
-    out: dict[int, list[tuple[int, int, float, str]]] = {}
+def _relations_by_group(layer: _ArchragLayer, labels: np.ndarray) -> dict[int, list[Relation]]:
+    out: dict[int, list[Relation]] = {}
     for relation in layer.relations:
         u, v = relation[0], relation[1]
         if labels[u] == labels[v]:
@@ -641,7 +644,7 @@ def _relations_by_group(layer: _Layer, labels: np.ndarray) -> dict[int, list[tup
     return out
 
 
-def _parse_summary(text: str) -> tuple[str, str, str]:
+def _parse_summary(text: str) -> tuple[str, str, SummarySource]:
     """``(title, summary, how)`` with how in ``json``, ``prose``, ``fallback`` (title/summary empty then)."""
 
     stripped = text.strip()
@@ -667,6 +670,14 @@ def _names_title(names: Sequence[str], limit: int = 3) -> str:
     return head + (" / ..." if len(names) > limit else "")
 
 
+def _read_summary(member_names: list[str], reply: str) -> Summary:
+    """The reply's title and summary; the members' names (by degree) stand in for what is missing."""
+    title, summary, how = _parse_summary(reply)
+    if how == "fallback":
+        summary = "; ".join(member_names)
+    return Summary(title or _names_title(member_names), summary, how, embed=summary)
+
+
 def _next_layer_edges(edges: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Community pairs whose members are linked in E', with the number of such links."""
     if len(edges) == 0:
@@ -682,14 +693,93 @@ def _next_layer_edges(edges: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray,
 # -- the hierarchy ---------------------------------------------------------------------
 
 
+class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
+    """ArchRAG's steps of the layered loop: steps 1-5 of the module docstring."""
+
+    labels = ProgressLabels(summarising="archrag level {level}: summarising",
+                            clustering="archrag level {level}: clustering {n} nodes",
+                            embedding="archrag level {level}: embedding {n} summaries")
+    embed_stage = EMBED_STAGE
+    summed = ("truncated_prompts",)
+
+    def __init__(self, config: ArchragConfig, models: BuildModels) -> None:
+        self.config, self.models, self.max_levels = config, models, config.max_levels
+        self.prompt = load_prompt(PROMPT)
+
+    def stop_before(self, layer: _ArchragLayer, level: int) -> str:
+        return "min_nodes" if len(layer) < self.config.min_nodes else ""
+
+    def cluster(self, layer: _ArchragLayer, level: int) -> _ArchragClustering:
+        """Steps 1-3: augment, weight, cluster; groups of two or more (singletons stay alone)."""
+        n, config = len(layer), self.config
+        edges, changes = augment(n, layer.vectors, layer.edges, config)
+        structural = _structural_weights(layer.edges, layer.weights, edges, n)
+        labels = cluster_labels(n, edges, edge_weights(layer.vectors, edges, structural, config), config)
+        counts = np.bincount(labels)
+        order = np.argsort(labels, kind="stable")
+        groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
+        quality = community_quality(layer.vectors, labels)
+        stats = {"edges": len(layer.edges), "augmented_edges": len(edges), "knn_k": changes["k"],
+                 "added_edges": changes["added_edges"], "removed_edges": changes["removed_edges"],
+                 "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
+                 "truncated_prompts": 0}
+        return _ArchragClustering(groups, stats, labels=labels, edges=edges)
+
+    def asks(self, layer: _ArchragLayer, clustering: _ArchragClustering, level: int) -> list[Ask]:
+        """Step 4: one ``archrag_summary`` prompt per community, members by degree in G'."""
+        config, tokenizer, labels = self.config, self.models.tokenizer, clustering.labels
+        degree = np.bincount(clustering.edges.reshape(-1), minlength=len(layer))
+        tokens = tokenizer.count_many(layer.texts)
+        relations = _relations_by_group(layer, labels)
+        asks = []
+        for group in clustering.groups:
+            prompt = _build_prompt(group, layer, degree, tokens, relations.get(int(labels[group[0]]), []), config,
+                                   tokenizer)
+            clustering.stats["truncated_prompts"] += int(prompt.truncated)
+            request = self.prompt.request(
+                SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
+                json_mode=True, max_words=str(config.summary_max_words), members=prompt.members,
+                relations=prompt.relations,
+            )
+            names = [layer.names[i] for i in sorted(group, key=lambda i: (-int(degree[i]), i))]
+            asks.append(Ask(request, partial(_read_summary, names)))
+        return asks
+
+    def records(self, layer: _ArchragLayer, clustering: _ArchragClustering, summaries: list[Summary],
+                vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
+        built = level_communities(HIERARCHY, level, layer, clustering.groups, summaries, below, sort_entities=True)
+        per_node_cosine = cosine_to_centroid(layer.vectors, clustering.labels)
+        for community, group, summary in zip(built, clustering.groups, summaries):
+            community.payload = {"size": len(group), "entity_count": len(community.entities),
+                                 "cosine": round(float(per_node_cosine[group].mean()), 6),
+                                 "summary_source": summary.source}
+        return built
+
+    def next_layer(self, layer: _ArchragLayer, clustering: _ArchragClustering, records: list[Community],
+                   vectors: np.ndarray, level: int) -> tuple[_ArchragLayer, list[CommunityLink]]:
+        """Step 5: communities linked where their members are linked in E'."""
+        owner = np.full(len(layer), -1, dtype=np.int64)
+        for index, group in enumerate(clustering.groups):
+            owner[group] = index
+        edges, weights = _next_layer_edges(clustering.edges, owner)
+        pairs = list(zip(edges.tolist(), weights.tolist()))
+        links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(w)) for (a, b), w in pairs]
+        upper = _ArchragLayer(
+            ids=[c.id for c in records],
+            names=[c.title for c in records],
+            texts=[f"{c.title}: {c.summary}" for c in records],
+            entities=[c.entities for c in records],
+            vectors=vectors,
+            edges=edges,
+            weights=weights,
+            relations=[(a, b, float(w), f"{records[a].title} -- {records[b].title}: linked {int(w)} times")
+                       for (a, b), w in pairs],
+        )
+        return upper, links
+
+
 def build_archrag_communities(
-    graph: EntityGraph,
-    chat: ChatModel,
-    embedder: EmbeddingModel,
-    config: ArchragConfig = ArchragConfig(),
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    temperature: float = 0.0,
+    graph: EntityGraph, models: BuildModels, config: ArchragConfig = ArchragConfig()
 ) -> HierarchyResult:
     """ArchRAG's hierarchy of attributed communities over ``graph`` (Algorithm 1; see the module docstring).
 
@@ -697,157 +787,12 @@ def build_archrag_communities(
     ``name: description`` texts are embedded (stage ``index.archrag.embed``).
     """
     config.validate()
-    progress = progress or Progress(enabled=False)
-    from unirag.text.tokenizer import get_tokenizer
-
-    tokenizer = get_tokenizer()
-    prompt = load_prompt(PROMPT)
     n = len(graph)
-    stats: dict[str, Any] = {
-        "entities": n, "levels": 0, "communities": 0, "summaries": 0, "summary_cache_hits": 0,
-        "fallback_summaries": 0, "prose_summaries": 0, "singletons": 0, "truncated_prompts": 0,
-        "links": 0, "stop_reason": "", "config": asdict(config), "per_level": [],
-    }
-    communities: list[Community] = []
-    links: list[CommunityLink] = []
-    if n == 0:
-        stats["stop_reason"] = "empty"
-        return HierarchyResult(HIERARCHY, "bottom_up", communities, links, stats)
     vectors = graph.vectors
-    if vectors is None:
-        vectors = embedder.embed([graph.text(i) for i in range(n)], stage=EMBED_STAGE).vectors
-    layer = _entity_layer(graph, normalise_rows(vectors))
-    below: list[Community] = []  # the communities that are the current layer's nodes (level >= 2)
-    for level in range(1, config.max_levels + 1):
-        if len(layer) < config.min_nodes:
-            stats["stop_reason"] = "min_nodes"
-            break
-        with progress.task(f"archrag level {level}: clustering {len(layer)} nodes"):
-            edges, changes = augment(len(layer), layer.vectors, layer.edges, config)
-            structural = _structural_weights(layer.edges, layer.weights, edges, len(layer))
-            weights = edge_weights(layer.vectors, edges, structural, config)
-            labels = cluster_labels(len(layer), edges, weights, config)
-        counts = np.bincount(labels)
-        order = np.argsort(labels, kind="stable")
-        groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
-        singletons = int((counts == 1).sum())
-        quality = community_quality(layer.vectors, labels)
-        level_stats: dict[str, Any] = {
-            "level": level, "nodes": len(layer), "edges": len(layer.edges), "augmented_edges": len(edges),
-            "knn_k": changes["k"], "added_edges": changes["added_edges"], "removed_edges": changes["removed_edges"],
-            "communities": len(groups), "singletons": singletons,
-            "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
-        }
-        if not groups:
-            stats["per_level"].append({**level_stats, "summaries": 0, "fallback": 0, "prose": 0,
-                                       "truncated_prompts": 0, "links": 0})
-            stats["singletons"] += singletons
-            stats["stop_reason"] = "no_reduction"
-            break
-
-        # 4. summaries
-        degree = np.bincount(edges.reshape(-1), minlength=len(layer))
-        tokens = tokenizer.count_many(layer.texts)
-        relations = _relations_by_group(layer, labels)
-        prompts = [
-            _build_prompt(group, layer, degree, tokens, relations.get(int(labels[group[0]]), []), config)
-            for group in groups
-        ]
-        requests = [
-            ChatRequest(
-                messages=prompt.messages(
-                    max_words=str(config.summary_max_words), members=p.members, relations=p.relations
-                ),
-                stage=SUMMARY_STAGE,
-                prompt_version=prompt.cache_version,
-                temperature=temperature,
-                max_tokens=config.summary_max_tokens,
-                json_mode=True,
-            )
-            for p in prompts
-        ]
-        responses = complete_all(chat, requests, concurrency, progress, f"archrag level {level}: summarising")
-        titles, summaries, hows = [], [], []
-        for group, response in zip(groups, responses):
-            title, summary, how = _parse_summary(response.text)
-            member_names = [layer.names[i] for i in sorted(group, key=lambda i: (-int(degree[i]), i))]
-            if how == "fallback":
-                summary = "; ".join(member_names)
-            titles.append(title or _names_title(member_names))
-            summaries.append(summary)
-            hows.append(how)
-            stats["summary_cache_hits"] += int(response.cached)
-        fallback, prose = hows.count("fallback"), hows.count("prose")
-        with progress.task(f"archrag level {level}: embedding {len(summaries)} summaries"):
-            batch = embedder.embed(summaries, stage=EMBED_STAGE)
-        if len(batch.vectors) != len(summaries):
-            raise ValueError(f"embedder returned {len(batch.vectors)} vectors for {len(summaries)} summaries")
-        summary_vectors = normalise_rows(batch.vectors)
-
-        # communities of this level
-        per_node_cosine = cosine_to_centroid(layer.vectors, labels)
-        built: list[Community] = []
-        for group, title, summary, how in zip(groups, titles, summaries, hows):
-            children = [layer.ids[i] for i in group]
-            entities = sorted({e for i in group for e in layer.entities[i]})
-            built.append(Community(
-                id=community_id(HIERARCHY, level, children),
-                hierarchy=HIERARCHY,
-                level=level,
-                children=children,
-                entities=entities,
-                title=title,
-                summary=summary,
-                payload={
-                    "size": len(children),
-                    "entity_count": len(entities),
-                    "cosine": round(float(per_node_cosine[group].mean()), 6),
-                    "summary_source": how,
-                },
-            ))
-        if below:  # the children of a level >= 2 community are the communities of ``below``
-            by_id = {c.id: c for c in below}
-            for community in built:
-                for child in community.children:
-                    by_id[child].parent = community.id
-        communities.extend(built)
-
-        # 5. the next layer: communities linked where their members are linked in E'
-        owner = np.full(len(layer), -1, dtype=np.int64)
-        for index, group in enumerate(groups):
-            owner[group] = index
-        next_edges, next_weights = _next_layer_edges(edges, owner)
-        links.extend(
-            CommunityLink(HIERARCHY, level, built[a].id, built[b].id, float(w))
-            for (a, b), w in zip(next_edges.tolist(), next_weights.tolist())
-        )
-        next_relations = [
-            (a, b, float(w), f"{built[a].title} -- {built[b].title}: linked {int(w)} times")
-            for (a, b), w in zip(next_edges.tolist(), next_weights.tolist())
-        ]
-        truncated = sum(p.truncated for p in prompts)
-        level_stats.update({"summaries": len(built), "fallback": fallback, "prose": prose,
-                            "truncated_prompts": truncated, "links": len(next_edges)})
-        stats["per_level"].append(level_stats)
-        stats["levels"] = level
-        stats["communities"] += len(built)
-        stats["summaries"] += len(built)
-        stats["fallback_summaries"] += fallback
-        stats["prose_summaries"] += prose
-        stats["singletons"] += singletons
-        stats["truncated_prompts"] += truncated
-        stats["links"] += len(next_edges)
-        layer = _Layer(
-            ids=[c.id for c in built],
-            names=[c.title for c in built],
-            texts=[f"{c.title}: {c.summary}" for c in built],
-            entities=[c.entities for c in built],
-            vectors=summary_vectors,
-            edges=next_edges,
-            weights=next_weights,
-            relations=next_relations,
-        )
-        below = built
-    else:
-        stats["stop_reason"] = "max_levels"
-    return HierarchyResult(HIERARCHY, "bottom_up", communities, links, stats)
+    if vectors is None and n:
+        if models.embedder is None:
+            raise ValueError("archrag needs an embedder when EntityGraph.vectors is None")
+        vectors = models.embedder.embed([graph.text(i) for i in range(n)], stage=EMBED_STAGE).vectors
+    layer = _entity_layer(graph, normalise_rows(vectors) if n else np.zeros((0, 1), dtype=np.float32))
+    stats = HierarchyStats(extra={"entities": n, "config": asdict(config)})
+    return bottom_up_result(HIERARCHY, build_levels(_Archrag(config, models), layer, models, stats))

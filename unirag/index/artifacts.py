@@ -214,6 +214,14 @@ def summary_chat(ctx: BuildContext) -> Any:
     return ctx.models.chat
 
 
+def summary_models(ctx: BuildContext) -> Any:
+    """What a hierarchy builder calls: the summary chat model (or None), the embedder, the run's settings."""
+    from unirag.graph.layered import BuildModels
+
+    return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
+                       ctx.settings.chat.temperature, ctx.progress)
+
+
 def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     from unirag.index.entity_graph import to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
@@ -236,8 +244,7 @@ def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
     config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
     return config, lambda: build_graphrag_communities(
-        _load_entity_graph(ctx, with_vectors=False), summary_chat(ctx), config, ctx.settings.concurrency,
-        ctx.progress, ctx.settings.chat.temperature,
+        _load_entity_graph(ctx, with_vectors=False), summary_models(ctx), config
     )
 
 
@@ -246,8 +253,7 @@ def _run_archrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
     config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
     return config, lambda: build_archrag_communities(
-        _load_entity_graph(ctx, with_vectors=True), summary_chat(ctx), ctx.models.embedder, config,
-        ctx.settings.concurrency, ctx.progress, ctx.settings.chat.temperature,
+        _load_entity_graph(ctx, with_vectors=True), summary_models(ctx), config
     )
 
 
@@ -269,8 +275,7 @@ def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
             _load_entity_graph(ctx, with_vectors=True), list(chunk_ids), [texts[c] for c in chunk_ids],
             np.asarray(chunk_vectors, dtype=np.float32), ctx.store.load_chunk_links("hybrid"),
         )
-        result = build_hygrag_index(hybrid, summary_chat(ctx), ctx.models.embedder, config,
-                                    ctx.settings.concurrency, ctx.progress, ctx.settings.chat.temperature)
+        result = build_hygrag_index(hybrid, summary_models(ctx), config)
         # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): index them too.
         z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
                                        config.propagation_self_weight)
@@ -290,8 +295,7 @@ def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
     config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
     return config, lambda: build_leanrag_hierarchy(
-        _load_entity_graph(ctx, with_vectors=True), summary_chat(ctx), ctx.models.embedder, config,
-        ctx.settings.concurrency, ctx.progress, ctx.settings.chat.temperature,
+        _load_entity_graph(ctx, with_vectors=True), summary_models(ctx), config
     )
 
 

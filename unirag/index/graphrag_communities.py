@@ -59,7 +59,7 @@ Decisions worth knowing:
   (``"rating explanation"`` as in the paper's own prompt); the rating is
   clamped to [0, 10]. A reply with neither a summary nor findings becomes a
   fallback report (top-degree entity names as title, first descriptions as
-  summary), counted in ``stats["fallback_reports"]``.
+  summary), counted in ``stats["fallback_summaries"]``.
 * **Batches by height.** Communities are reported in rounds of equal height
   (leaf = 0, parent = 1 + its highest child), each round concurrent via
   :func:`~unirag.llm.batch.complete_all`: children always before parents, and
@@ -83,13 +83,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from unirag.graph.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
 from unirag.index.hierarchy import Community, EntityGraph, HierarchyResult, community_id
-from unirag.llm.base import ChatModel, ChatRequest
-from unirag.progress import Progress
 
 HIERARCHY = "graphrag"
 STAGE = "index.graphrag.report"
@@ -618,8 +618,13 @@ class _Node:
     edge_ids: np.ndarray
     height: int = 0
     id: str = ""
-    report: Report | None = None
+    summary: Summary | None = None  # its report in ``detail``
     context: ReportContext | None = None
+
+    @property
+    def report(self) -> Report:
+        assert self.summary is not None, "children are reported before their parents"
+        return self.summary.detail
 
 
 def _nodes(graph: EntityGraph, levels: list[list[LeidenCommunity]]) -> list[_Node]:
@@ -642,37 +647,41 @@ def _nodes(graph: EntityGraph, levels: list[list[LeidenCommunity]]) -> list[_Nod
     return nodes
 
 
-def _child_text(report: Report | None) -> str:
+def _child_text(report: Report) -> str:
     """What stands in for a reported sub-community in its parent's context."""
-    assert report is not None, "children are reported before their parents"
     return f"{report.title}\n{report.text()}" if report.title else report.text()
 
 
+def _read_report(elements: ReportElements, rows: list[int], title_entities: int, reply: str) -> Summary:
+    """The report in ``reply``, or the fallback report (also the zero-LLM path's)."""
+    report = parse_report(reply)
+    if report is None:
+        report = fallback_report(elements, rows, title_entities)
+    else:
+        report.title = report.title or _title_from(elements, rows, title_entities)
+    return Summary(report.title, report.text(), "fallback" if report.fallback else "json", detail=report)
+
+
+def _entity_report(report: Report, reply: str) -> Summary:
+    """A one-entity community: the entity is its own report (no call)."""
+    return Summary(report.title, report.text(), "given", detail=report)
+
+
 def _report_round(
-    batch: list[_Node],
-    nodes: list[_Node],
-    elements: ReportElements,
-    chat: ChatModel | None,
-    config: GraphragCommunityConfig,
-    concurrency: int,
-    progress: Progress,
-    temperature: float,
-    stats: Counter[str],
-    label: str,
+    batch: list[_Node], nodes: list[_Node], elements: ReportElements, config: GraphragCommunityConfig,
+    models: BuildModels, stats: Counter[str], label: str,
 ) -> None:
     """Report every community of ``batch`` (their children are reported already), concurrently."""
     from unirag.prompts.prompt import load_prompt
-    from unirag.llm.batch import complete_all
 
     graph = elements.graph
     prompt = load_prompt(PROMPT)
-    asked: list[tuple[_Node, ReportContext]] = []
+    asks: list[Ask] = []
     for node in batch:
-        if len(node.rows) == 1:
-            row = int(node.rows[0])
-            summary = _one_line(graph.descriptions[row]) or graph.names[row]
-            node.report = Report(title=graph.names[row], summary=summary)
-            stats["singletons"] += 1
+        rows = node.rows.tolist()
+        if len(rows) == 1:
+            summary = _one_line(graph.descriptions[rows[0]]) or graph.names[rows[0]]
+            asks.append(Ask(None, partial(_entity_report, Report(title=graph.names[rows[0]], summary=summary))))
             continue
         subs = [SubReport(tuple(nodes[c].rows.tolist()), _child_text(nodes[c].report)) for c in node.children]
         context = build_report_context(elements, node.rows, config.max_context_tokens, subs, node.edge_ids)
@@ -680,93 +689,66 @@ def _report_round(
         stats["substituted"] += int(bool(context.substituted))
         stats["truncated"] += int(context.truncated)
         stats["max_context_tokens_used"] = max(stats["max_context_tokens_used"], context.tokens)
-        asked.append((node, context))
-    if chat is None:  # the zero-LLM path: extractive reports from the context's elements
-        for node, _ in asked:
-            node.report = fallback_report(elements, node.rows.tolist(), config.title_entities)
-            stats["extractive_reports"] += 1
-        return
-    requests = [
-        ChatRequest(
-            messages=prompt.messages(context=context.text),
-            stage=STAGE,
-            prompt_version=prompt.cache_version,
-            temperature=temperature,
-            max_tokens=config.report_max_tokens,
-            json_mode=True,
-        )
-        for _, context in asked
-    ]
-    responses = complete_all(chat, requests, concurrency, progress, label)
-    for (node, _), response in zip(asked, responses):
-        stats["reports"] += 1
-        stats["cache_hits"] += int(response.cached)
-        rows = node.rows.tolist()
-        report = parse_report(response.text)
-        if report is None:
-            report = fallback_report(elements, rows, config.title_entities)
-            stats["fallback_reports"] += 1
-        else:
-            stats["repaired_reports"] += int(report.repaired)
-            report.title = report.title or _title_from(elements, rows, config.title_entities)
-        node.report = report
+        request = prompt.request(STAGE, max_tokens=config.report_max_tokens, temperature=models.temperature,
+                                 json_mode=True, context=context.text)
+        asks.append(Ask(request, partial(_read_report, elements, rows, config.title_entities)))
+    for node, summary in zip(batch, ask_all(asks, models, label)):
+        node.summary = summary
+        stats["repaired_reports"] += int(summary.source == "json" and node.report.repaired)
 
 
 def build_graphrag_communities(
-    graph: EntityGraph,
-    chat: ChatModel | None,
-    config: GraphragCommunityConfig = GraphragCommunityConfig(),
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    temperature: float = 0.0,
+    graph: EntityGraph, models: BuildModels, config: GraphragCommunityConfig = GraphragCommunityConfig()
 ) -> HierarchyResult:
     """GraphRAG's community hierarchy with one report per community; see the module docstring.
 
-    ``chat=None`` is the zero-LLM path: every report is extractive (title from
-    the most connected members, summary from their descriptions), counted in
-    ``extractive_reports``.
+    The clustering is top-down and all at once, and reports go leaves first
+    (by height, across levels), so this builder uses only the summary step and
+    the counters of :mod:`unirag.graph.layered`, not its bottom-up loop.
+    ``models.chat=None`` is the zero-LLM path: every report is extractive
+    (title from the most connected members, summary from their descriptions).
 
-    ``stats``: ``levels``, ``communities``, ``communities_per_level``,
-    ``leaves``, ``singletons`` (reported without the model), ``oversize_leaves``
-    (leaves above ``max_cluster_size``), ``reports`` (model calls),
-    ``cache_hits``, ``fallback_reports``, ``repaired_reports``, ``substituted``
-    (contexts quoting sub-community reports), ``truncated`` (contexts cut at
-    the limit), ``max_context_tokens_used``.
+    ``stats``: the shared counters (``summaries`` = reports asked for,
+    ``llm_summaries``, ``fallback_summaries``, ``singletons`` reported without
+    the model, ``summary_cache_hits``, ``per_level``), plus ``leaves``,
+    ``oversize_leaves`` (leaves above ``max_cluster_size``),
+    ``repaired_reports``, ``substituted`` (contexts quoting sub-community
+    reports), ``truncated`` (contexts cut at the limit),
+    ``max_context_tokens_used``.
     """
-    from unirag.text.tokenizer import get_tokenizer
-
     config.validate()
-    progress = progress or Progress(enabled=False)
     levels = hierarchical_leiden(
         graph, config.max_cluster_size, config.seed, config.resolution, config.max_levels, config.leiden_iterations
     )
     nodes = _nodes(graph, levels)
-    stats: Counter[str] = Counter()
+    counts: Counter[str] = Counter(substituted=0, truncated=0, max_context_tokens_used=0, repaired_reports=0)
     if nodes:
-        elements = ReportElements.from_graph(graph, get_tokenizer().count)
+        elements = ReportElements.from_graph(graph, models.tokenizer.count)
         for height in range(1 + max(node.height for node in nodes)):
             batch = [node for node in nodes if node.height == height]
-            _report_round(batch, nodes, elements, chat, config, concurrency, progress, temperature, stats,
-                          f"graphrag reports, round {height + 1}")
+            _report_round(batch, nodes, elements, config, models, counts, f"graphrag reports, round {height + 1}")
     communities = [_community(graph, nodes, node) for node in nodes]
-    per_level = Counter(node.level for node in nodes)
-    stats["levels"] = len(levels)
-    stats["communities"] = len(nodes)
-    stats["leaves"] = sum(1 for node in nodes if not node.children)
-    stats["oversize_leaves"] = sum(
-        1 for node in nodes if not node.children and len(node.rows) > config.max_cluster_size
+    stats = HierarchyStats(
+        stop_reason="empty" if not nodes else "max_levels" if len(levels) == config.max_levels else "no_split",
+        extra={
+            "leaves": sum(1 for node in nodes if not node.children),
+            "oversize_leaves": sum(
+                1 for node in nodes if not node.children and len(node.rows) > config.max_cluster_size
+            ),
+            **counts,
+        },
     )
-    for key in ("reports", "extractive_reports", "cache_hits", "fallback_reports", "repaired_reports", "substituted", "truncated",
-                "singletons", "max_context_tokens_used"):
-        stats.setdefault(key, 0)
-    out: dict[str, Any] = dict(stats)
-    out["communities_per_level"] = {str(level): count for level, count in sorted(per_level.items())}
-    return HierarchyResult(hierarchy=HIERARCHY, level_order="top_down", communities=communities, stats=out)
+    for depth in range(len(levels)):
+        level_nodes = [node for node in nodes if node.level == depth]
+        entry = LevelStats(depth, nodes=sum(len(node.rows) for node in level_nodes), communities=len(level_nodes))
+        entry.count([node.summary for node in level_nodes if node.summary is not None])
+        stats.per_level.append(entry)
+    return HierarchyResult(hierarchy=HIERARCHY, level_order="top_down", communities=communities,
+                           stats=stats.to_dict())
 
 
 def _community(graph: EntityGraph, nodes: list[_Node], node: _Node) -> Community:
     report = node.report
-    assert report is not None
     entity_ids = [graph.ids[r] for r in node.rows.tolist()]
     context = node.context
     payload: dict[str, Any] = {

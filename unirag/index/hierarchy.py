@@ -17,6 +17,10 @@ Levels. ``Community.level`` follows each paper's own numbering, recorded as
 
 Ids are derived from content (the hierarchy, the level and the sorted member
 ids), so a rebuild that finds the same communities gives the same ids.
+
+The three bottom-up builders run the shared layered loop
+(:func:`unirag.graph.layered.build_levels`) and turn each level's groups into
+communities with :func:`level_communities`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+
+from unirag.graph.layered import Layer, Levels, Summary
 
 LevelOrder = Literal["top_down", "bottom_up"]
 
@@ -154,3 +160,31 @@ class HierarchyResult:
         for community in self.communities:
             counts[community.level] = counts.get(community.level, 0) + 1
         return dict(sorted(counts.items()))
+
+
+def level_communities(
+    hierarchy: str, level: int, layer: Layer, groups: Sequence[Sequence[int]], summaries: Sequence[Summary],
+    below: Sequence[Community], sort_entities: bool = False,
+) -> list[Community]:
+    """One community per group of ``layer``'s rows: its children are the group's nodes,
+    its entities those beneath them (in row order, or sorted), its title and summary
+    the group's :class:`Summary`. Each community of ``below`` (the communities that
+    are the layer's nodes; empty at level 1) gets the one holding it as its parent."""
+    built = []
+    for group, summary in zip(groups, summaries):
+        children = [layer.ids[row] for row in group]
+        entities = [entity for row in group for entity in layer.entities[row]]
+        built.append(Community(
+            id=community_id(hierarchy, level, children), hierarchy=hierarchy, level=level, children=children,
+            entities=sorted(set(entities)) if sort_entities else entities, title=summary.title, summary=summary.text,
+        ))
+    if below:
+        for group, community in zip(groups, built):
+            for row in group:
+                below[row].parent = community.id
+    return built
+
+
+def bottom_up_result(hierarchy: str, levels: Levels[Community]) -> HierarchyResult:
+    """The :class:`HierarchyResult` of a bottom-up build, its stats as stored."""
+    return HierarchyResult(hierarchy, "bottom_up", levels.records, levels.links, levels.stats.to_dict())

@@ -66,8 +66,8 @@ Building one layer (Algorithm 1 lines 13-24):
    texts, fitted to ``max_input_tokens`` by water-filling (short texts are
    kept whole, long ones share the rest of the budget). The reply is JSON
    ``{"title", "summary"}``; plain prose is accepted as the summary
-   (``summary_unstructured``); an empty or unusable reply falls back to the
-   members' first sentences (``summary_fallbacks``). Summaries are embedded
+   (``prose_summaries``); an empty or unusable reply falls back to the
+   members' first sentences (``fallback_summaries``). Summaries are embedded
    (stage ``index.hygrag.embed``).
 
 The summaries are the next layer's nodes, up to ``L = 4`` layers
@@ -80,7 +80,9 @@ members are); those links are returned as :class:`CommunityLink` either way.
 Stopping: after ``max_layers`` layers; when a layer above the leaves has
 fewer than ``S_min`` nodes (it would be one undersized bucket); when a layer
 came out as one bucket (its summary is the root); when bucketing would not
-reduce the node count.
+reduce the node count (``stats["stop_reason"]``: ``max_levels``,
+``small_layer``, ``root``, ``no_reduction``). The loop is the one every
+layered hierarchy shares (:func:`unirag.graph.layered.build_levels`).
 
 Membership: ``Community.children`` are the member ids one level down (hybrid
 node ids, chunk and entity, at level 1; community ids above);
@@ -102,23 +104,26 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any
 
 import numpy as np
 
-from unirag.prompts.prompt import load_prompt
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,
     EntityGraph,
     HierarchyResult,
-    community_id,
+    bottom_up_result,
+    level_communities,
 )
-from unirag.llm.base import ChatModel, ChatRequest, EmbeddingModel, normalise_rows
-from unirag.llm.batch import complete_all
-from unirag.progress import Progress
+from unirag.llm.base import normalise_rows
+from unirag.prompts.prompt import load_prompt
 from unirag.text.json_reply import first_object
 from unirag.text.sentences import first_sentence
+from unirag.text.tokenizer import Tokenizer
 
 HIERARCHY = "hygrag"
 PROMPT = "hygrag_summary"
@@ -128,8 +133,6 @@ EMBED_BATCH = 256
 POWER_ITERATIONS = 20  # principal direction for splits: enough to order members, cheap on big buckets
 MIN_MEMBER_TOKENS = 8  # a member text never shrinks below this in a summary prompt
 TABLE_BITS = 20  # merging looks codes up in a table of 2^k entries (8 MiB at k = 20), above that scans
-
-SummaryStatus = Literal["json", "prose", "fallback"]
 
 _THINK = re.compile(r"<\s*think(?:ing)?\s*>.*?<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE | re.DOTALL)
 _LABELLED = re.compile(r"^\s*\**\s*(title|summary)\s*\**\s*:\s*(.*)$", re.IGNORECASE)
@@ -550,12 +553,10 @@ def lsh_buckets(
 # -- summaries ------------------------------------------------------------------------
 
 
-def _fit_budget(texts: list[str], counts: list[int], budget: int) -> list[str]:
+def _fit_budget(texts: list[str], counts: list[int], budget: int, tokenizer: Tokenizer) -> list[str]:
     """Cut texts to share ``budget`` tokens by water-filling: short texts whole, long ones an equal cap."""
     if sum(counts) <= budget:
         return texts
-    from unirag.text.tokenizer import get_tokenizer
-
     cap, remaining = budget, budget
     order = np.argsort(counts, kind="stable")
     for position, index in enumerate(order.tolist()):
@@ -565,7 +566,6 @@ def _fit_budget(texts: list[str], counts: list[int], budget: int) -> list[str]:
             break
         remaining -= counts[index]
     cap = max(cap, MIN_MEMBER_TOKENS)
-    tokenizer = get_tokenizer()
     return [tokenizer.truncate(text, cap) if count > cap else text for text, count in zip(texts, counts)]
 
 
@@ -579,7 +579,7 @@ def _string_field(data: dict[str, Any], keys: Sequence[str]) -> str:
     return ""
 
 
-def parse_summary(text: str) -> tuple[str, str, SummaryStatus]:
+def parse_summary(text: str) -> tuple[str, str, SummarySource]:
     """``(title, summary, status)`` from a model reply.
 
     ``json``: an object with a non-empty ``summary`` (json_repair fixes
@@ -628,66 +628,28 @@ def _short_title(summary: str, words: int = 10) -> str:
     return " ".join(head[:words]).rstrip(".,;:") if head else ""
 
 
-@dataclass
-class _Layer:
-    """One layer's nodes: ids, prompt labels, texts, and the leaf nodes beneath each."""
+@dataclass(kw_only=True)
+class _HygragLayer(Layer):
+    """A layer of hybrid nodes or bucket summaries: ``names`` are the prompt labels
+    (``chunk``/``entity``/``summary``), ``chunks`` the chunk nodes beneath each node,
+    ``adjacency`` the (symmetric, 0/1) links between nodes."""
 
-    ids: list[str]
-    labels: list[str]
-    texts: list[str]
-    entities: list[list[str]]
     chunks: list[list[str]]
-    vectors: np.ndarray
     adjacency: Any
 
 
-def _summary_requests(
-    layer: _Layer, buckets: list[np.ndarray], config: HygragConfig, temperature: float
-) -> list[ChatRequest]:
-    from unirag.text.tokenizer import get_tokenizer
-
-    prompt = load_prompt(PROMPT)
-    flat = [" ".join(text.split()) for text in layer.texts]
-    counts = get_tokenizer().count_many(flat)
-    requests = []
-    for bucket in buckets:
-        rows = bucket.tolist()
-        texts = _fit_budget([flat[i] for i in rows], [counts[i] for i in rows], config.max_input_tokens)
-        members = "\n".join(f"- [{layer.labels[i]}] {text}" for i, text in zip(rows, texts))
-        requests.append(
-            ChatRequest(
-                messages=prompt.messages(max_words=str(config.summary_max_words), members=members),
-                stage=SUMMARY_STAGE,
-                prompt_version=prompt.cache_version,
-                temperature=temperature,
-                max_tokens=config.summary_max_tokens,
-                json_mode=True,
-            )
-        )
-    return requests
+@dataclass(kw_only=True)
+class _HygragClustering(Clustering):
+    buckets: list[np.ndarray]
 
 
-def _fallback_summary(layer: _Layer, bucket: np.ndarray, max_tokens: int) -> str:
-    from unirag.text.tokenizer import get_tokenizer
-
-    text = " ".join(s for s in (first_sentence(" ".join(layer.texts[i].split())) for i in bucket.tolist()) if s)
-    return get_tokenizer().truncate(text, max_tokens)
-
-
-def _embed(embedder: EmbeddingModel, texts: list[str], progress: Progress, level: int) -> np.ndarray:
-    parts = []
-    with progress.task(f"hygrag level {level}: embedding summaries", total=len(texts)) as advance:
-        for start in range(0, len(texts), EMBED_BATCH):
-            batch = texts[start : start + EMBED_BATCH]
-            vectors = np.asarray(embedder.embed(batch, stage=EMBED_STAGE).vectors, dtype=np.float32)
-            if len(vectors) != len(batch):
-                raise ValueError(f"embedder returned {len(vectors)} vectors for {len(batch)} summaries")
-            parts.append(vectors)
-            advance(len(batch))
-    return normalise_rows(np.concatenate(parts))
-
-
-# -- the hierarchy ----------------------------------------------------------------------
+def _read_summary(texts: list[str], max_tokens: int, tokenizer: Tokenizer, reply: str) -> Summary:
+    """The reply's title and summary; the members' first sentences stand in for an unusable reply."""
+    title, summary, status = parse_summary(reply)
+    if status == "fallback":
+        summary = tokenizer.truncate(" ".join(s for s in (first_sentence(text) for text in texts) if s), max_tokens)
+    return Summary(title or _short_title(summary) or f"Community of {len(texts)} nodes", summary, status,
+                   embed=summary)
 
 
 def _bucket_links(adjacency: Any, buckets: list[np.ndarray], n: int) -> Any:
@@ -708,48 +670,106 @@ def _size_stats(buckets: list[np.ndarray]) -> dict[str, int | float]:
     return {"min_size": min(sizes), "max_size": max(sizes), "mean_size": round(float(np.mean(sizes)), 3)}
 
 
+# -- the hierarchy ----------------------------------------------------------------------
+
+
+class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
+    """HyGRAG's steps of the layered loop: Algorithm 1 lines 13-24 (module docstring, steps 2-4)."""
+
+    labels = ProgressLabels(summarising="hygrag level {level}: summarising buckets",
+                            embedding="hygrag level {level}: embedding summaries")
+    embed_stage = EMBED_STAGE
+    embed_batch = EMBED_BATCH
+    summed = ("undersized_buckets",)
+
+    def __init__(self, config: HygragConfig, models: BuildModels) -> None:
+        self.config, self.models, self.max_levels = config, models, config.max_layers
+        self.prompt = load_prompt(PROMPT)
+
+    def stop_before(self, layer: _HygragLayer, level: int) -> str:
+        return "small_layer" if level > 1 and len(layer) < self.config.s_min else ""
+
+    def cluster(self, layer: _HygragLayer, level: int) -> _HygragClustering:
+        """LSH buckets (Eq. 8-9); none when a layer above the leaves would not shrink."""
+        config, vectors = self.config, layer.vectors
+        if level > 1 and config.propagate_upper_layers:
+            vectors = structure_aware_embeddings(
+                vectors, layer.adjacency, config.propagation_iterations, config.propagation_self_weight
+            )
+        stats: dict[str, Any] = {}
+        buckets = lsh_buckets(vectors, config, level, stats)
+        if level > 1 and len(buckets) >= len(layer):
+            return _HygragClustering([], stats, buckets=[])
+        stats.update(undersized_buckets=sum(len(b) < config.s_min for b in buckets), **_size_stats(buckets))
+        return _HygragClustering([b.tolist() for b in buckets], stats, buckets=buckets)
+
+    def asks(self, layer: _HygragLayer, clustering: _HygragClustering, level: int) -> list[Ask]:
+        """One ``hygrag_summary`` prompt per bucket (Eq. 10-11), member texts fitted to the budget."""
+        config, tokenizer = self.config, self.models.tokenizer
+        flat = [" ".join(text.split()) for text in layer.texts]
+        counts = tokenizer.count_many(flat)
+        asks = []
+        for rows in clustering.groups:
+            texts = _fit_budget([flat[i] for i in rows], [counts[i] for i in rows], config.max_input_tokens, tokenizer)
+            members = "\n".join(f"- [{layer.names[i]}] {text}" for i, text in zip(rows, texts))
+            request = self.prompt.request(
+                SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
+                json_mode=True, max_words=str(config.summary_max_words), members=members,
+            )
+            asks.append(Ask(request, partial(_read_summary, [flat[i] for i in rows], config.summary_max_tokens,
+                                             tokenizer)))
+        return asks
+
+    def records(self, layer: _HygragLayer, clustering: _HygragClustering, summaries: list[Summary],
+                vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
+        built = level_communities(HIERARCHY, level, layer, clustering.groups, summaries, below)
+        for community, rows, summary in zip(built, clustering.groups, summaries):
+            community.chunks = [c for i in rows for c in layer.chunks[i]]
+            community.payload = {"size": len(rows), "entities": len(community.entities),
+                                 "chunks": len(community.chunks), "summary_source": summary.source}
+        return built
+
+    def next_layer(self, layer: _HygragLayer, clustering: _HygragClustering, records: list[Community],
+                   vectors: np.ndarray, level: int) -> tuple[_HygragLayer, list[CommunityLink]]:
+        """The summaries, linked where any of their members are."""
+        from scipy.sparse import triu
+
+        link_matrix = _bucket_links(layer.adjacency, clustering.buckets, len(layer))
+        upper = triu(link_matrix, k=1).tocoo()
+        links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(weight))
+                 for a, b, weight in sorted(zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist()))]
+        above = _HygragLayer(
+            ids=[c.id for c in records],
+            names=["summary"] * len(records),
+            texts=[f"{c.title}: {c.summary}" if c.title else c.summary for c in records],
+            entities=[c.entities for c in records],
+            chunks=[c.chunks for c in records],
+            vectors=vectors,
+            adjacency=(link_matrix > 0).astype(np.float64).tocsr(),
+        )
+        return above, links
+
+
 def build_hygrag_index(
-    hybrid: HybridGraph,
-    chat: ChatModel | None,
-    embedder: EmbeddingModel,
-    config: HygragConfig = HygragConfig(),
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    temperature: float = 0.0,
+    hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig()
 ) -> HierarchyResult:
     """HyGRAG's bottom-up hierarchy over every hybrid-graph node; see the module docstring.
 
-    ``chat=None`` builds without a model: every summary is the extractive
-    fallback (counted in ``summary_fallbacks``).
+    ``models.chat=None`` builds without a model: every summary is the
+    extractive fallback (counted in ``fallback_summaries``).
     """
-    from scipy.sparse import triu
-
     config.validate()
-    progress = progress or Progress(enabled=False)
     kinds = hybrid.node_kinds
-    stats: dict[str, Any] = {
+    stats = HierarchyStats(extra={
         "nodes": len(hybrid),
         "chunk_nodes": kinds.count("chunk"),
         "entity_nodes": kinds.count("entity"),
         "hybrid_edges": int(hybrid.adjacency.nnz // 2),
         **{f"edges_{key}": int(value) for key, value in hybrid.edge_counts.items()},
-        "levels": 0,
-        "per_level": {},
-        "summaries": 0,
-        "summary_cache_hits": 0,
-        "summary_unstructured": 0,
-        "summary_fallbacks": 0,
-        "undersized_buckets": 0,
-        "links": 0,
-        "stop_reason": "empty",
-    }
-    communities: list[Community] = []
-    links: list[CommunityLink] = []
-    if not len(hybrid):
-        return HierarchyResult(HIERARCHY, "bottom_up", communities, links, stats)
-    layer = _Layer(
+    })
+    layer = _HygragLayer(
         ids=list(hybrid.node_ids),
-        labels=list(kinds),
+        names=list(kinds),
         texts=list(hybrid.texts),
         entities=[[node] if kind == "entity" else [] for node, kind in zip(hybrid.node_ids, kinds)],
         chunks=[[node] if kind == "chunk" else [] for node, kind in zip(hybrid.node_ids, kinds)],
@@ -758,85 +778,4 @@ def build_hygrag_index(
         ),
         adjacency=hybrid.adjacency,
     )
-    previous: list[Community] = []
-    stats["stop_reason"] = "max_layers"
-    for level in range(1, config.max_layers + 1):
-        n = len(layer.ids)
-        if level > 1 and n < config.s_min:
-            stats["stop_reason"] = "small_layer"
-            break
-        vectors = layer.vectors
-        if level > 1 and config.propagate_upper_layers:
-            vectors = structure_aware_embeddings(
-                vectors, layer.adjacency, config.propagation_iterations, config.propagation_self_weight
-            )
-        level_stats: dict[str, Any] = {"nodes": n}
-        buckets = lsh_buckets(vectors, config, level, level_stats)
-        if level > 1 and len(buckets) >= n:
-            stats["stop_reason"] = "no_reduction"
-            break
-        stats["undersized_buckets"] += sum(len(b) < config.s_min for b in buckets)
-
-        requests = _summary_requests(layer, buckets, config, temperature)
-        responses = complete_all(chat, requests, concurrency, progress, f"hygrag level {level}: summarising buckets")
-        titles, summaries, statuses = [], [], []
-        for bucket, response in zip(buckets, responses):
-            title, summary, status = parse_summary(response.text)
-            if status == "fallback":
-                summary = _fallback_summary(layer, bucket, config.summary_max_tokens)
-            titles.append(title or _short_title(summary) or f"Community of {len(bucket)} nodes")
-            summaries.append(summary)
-            statuses.append(status)
-            stats["summary_cache_hits"] += int(response.cached)
-        stats["summary_unstructured"] += statuses.count("prose")
-        stats["summary_fallbacks"] += statuses.count("fallback")
-        stats["summaries"] += len(buckets)
-        summary_vectors = _embed(embedder, summaries, progress, level)
-
-        built: list[Community] = []
-        for bucket, title, summary, status in zip(buckets, titles, summaries, statuses):
-            rows = bucket.tolist()
-            children = [layer.ids[i] for i in rows]
-            entities = [e for i in rows for e in layer.entities[i]]
-            chunks = [c for i in rows for c in layer.chunks[i]]
-            built.append(
-                Community(
-                    id=community_id(HIERARCHY, level, children),
-                    hierarchy=HIERARCHY,
-                    level=level,
-                    children=children,
-                    entities=entities,
-                    title=title,
-                    summary=summary,
-                    chunks=chunks,
-                    payload={"size": len(rows), "entities": len(entities), "chunks": len(chunks),
-                             "summary_source": status},
-                )
-            )
-            if level > 1:
-                for i in rows:
-                    previous[i].parent = built[-1].id
-        communities.extend(built)
-
-        link_matrix = _bucket_links(layer.adjacency, buckets, n)
-        upper = triu(link_matrix, k=1).tocoo()
-        for a, b, weight in sorted(zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist())):
-            links.append(CommunityLink(HIERARCHY, level, built[a].id, built[b].id, float(weight)))
-        level_stats.update(buckets=len(buckets), links=int(upper.nnz), **_size_stats(buckets))
-        stats["per_level"][str(level)] = level_stats
-        stats["levels"] = level
-        stats["links"] += int(upper.nnz)
-        if len(buckets) == 1:
-            stats["stop_reason"] = "root"
-            break
-        layer = _Layer(
-            ids=[c.id for c in built],
-            labels=["summary"] * len(built),
-            texts=[f"{c.title}: {c.summary}" if c.title else c.summary for c in built],
-            entities=[c.entities for c in built],
-            chunks=[c.chunks for c in built],
-            vectors=summary_vectors,
-            adjacency=(link_matrix > 0).astype(np.float64).tocsr(),
-        )
-        previous = built
-    return HierarchyResult(HIERARCHY, "bottom_up", communities, links, stats)
+    return bottom_up_result(HIERARCHY, build_levels(_Hygrag(config, models), layer, models, stats))

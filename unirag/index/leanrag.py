@@ -22,6 +22,9 @@ bottom-up, in four steps:
 4. **Recurse.** The aggregated entities (embedded) and aggregated relations
    are the next layer's nodes and edges.
 
+The loop is the one every layered hierarchy shares
+(:func:`unirag.graph.layered.build_levels`); this module supplies the steps.
+
 Decisions the paper leaves open (documented where implemented):
 
 * **Reduction.** The paper clusters "following RAPTOR" (which reduces with
@@ -42,7 +45,7 @@ Decisions the paper leaves open (documented where implemented):
   over all of them when ``root`` is on (the reference code also ends with a
   single root, which gives any two seed entities a common ancestor); with
   ``root=False`` such a layer is the top. ``max_layers`` caps the number of
-  aggregated levels. The reason is ``stats["stopped_by"]``.
+  aggregated levels. The reason is ``stats["stop_reason"]``.
 * **``tau`` counts relations**, as the paper defines ``lambda`` (the
   reference code instead compares the relations' token count with a
   layer-dependent budget). It may differ per level (the paper: "may vary with the layer
@@ -73,30 +76,29 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
+from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
     Community,
     CommunityLink,
     EntityGraph,
     HierarchyResult,
-    community_id,
+    bottom_up_result,
+    level_communities,
 )
-from unirag.llm.base import (
-    ChatModel,
-    ChatRequest,
-    ChatResponse,
-    EmbeddingModel,
-    normalise_rows,
-)
-from unirag.progress import Progress
+from unirag.llm.base import ChatRequest, normalise_rows
+from unirag.llm.batch import complete_all
+from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.text.json_reply import first_object
 from unirag.text.sentences import first_sentence
+from unirag.text.tokenizer import Tokenizer
 
 HIERARCHY = "leanrag"
 ENTITY_PROMPT = "leanrag_aggregate_entity"
@@ -154,22 +156,6 @@ class LeanragConfig:
                      "max_input_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"leanrag {name} must be at least 1, not {getattr(self, name)}")
-
-
-@dataclass
-class _Layer:
-    """One layer G_i as arrays: nodes (rows), their vectors, and relations between rows."""
-
-    ids: list[str]
-    names: list[str]
-    descriptions: list[str]
-    vectors: np.ndarray  # (n, d) float32, L2-normalised
-    edges: np.ndarray  # (m, 2) int64 row pairs
-    edge_texts: list[str]
-    entities: list[list[str]]  # base entity ids under each node
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 # -- clustering ------------------------------------------------------------------
@@ -278,7 +264,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _fit_lines(lines: Sequence[str], budget: int, tokenizer: Any) -> tuple[list[str], int]:
+def _fit_lines(lines: Sequence[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], int]:
     """The leading lines that fit ``budget`` tokens (the first one that does not is truncated)."""
     out: list[str] = []
     used = 0
@@ -295,7 +281,7 @@ def _fit_lines(lines: Sequence[str], budget: int, tokenizer: Any) -> tuple[list[
     return out, used
 
 
-def _relation_lines(layer: _Layer, edge_indices: np.ndarray) -> list[str]:
+def _relation_lines(layer: Layer, edge_indices: np.ndarray) -> list[str]:
     out = []
     for e in edge_indices.tolist():
         i, j = layer.edges[e]
@@ -332,23 +318,20 @@ def _clean_relation(reply: str) -> str:
     return _FENCE.sub("", reply.strip()).strip().strip("\"'").strip()
 
 
-def _entity_request(prompt: Any, layer: _Layer, members: np.ndarray, relations: list[str], config: LeanragConfig,
-                    temperature: float, tokenizer: Any) -> ChatRequest:
-    entity_lines = [f"- {_one_line(layer.names[r])}: {_one_line(layer.descriptions[r])}" for r in members.tolist()]
+def _entity_request(prompt: Prompt, layer: Layer, members: np.ndarray, relations: list[str], config: LeanragConfig,
+                    temperature: float, tokenizer: Tokenizer) -> ChatRequest:
+    entity_lines = [f"- {_one_line(layer.names[r])}: {_one_line(layer.texts[r])}" for r in members.tolist()]
     budget = config.max_input_tokens * 2 // 3 if relations else config.max_input_tokens
     entities, used = _fit_lines(entity_lines, budget, tokenizer)
     shown, _ = _fit_lines(relations, config.max_input_tokens - used, tokenizer)
-    return ChatRequest(
-        messages=prompt.messages(max_words=str(config.summary_max_words), entities="\n".join(entities),
-                                 relations="\n".join(shown) or "(none)"),
-        stage=ENTITY_STAGE, prompt_version=prompt.cache_version, temperature=temperature,
-        max_tokens=config.summary_max_tokens, json_mode=True,
-    )
+    return prompt.request(ENTITY_STAGE, max_tokens=config.summary_max_tokens, temperature=temperature,
+                          json_mode=True, max_words=str(config.summary_max_words), entities="\n".join(entities),
+                          relations="\n".join(shown) or "(none)")
 
 
-def _fallback_entity(layer: _Layer, members: np.ndarray, config: LeanragConfig, tokenizer: Any) -> tuple[str, str]:
+def _fallback_entity(layer: Layer, members: np.ndarray, config: LeanragConfig, tokenizer: Tokenizer) -> tuple[str, str]:
     rows = members.tolist()
-    sentences = [s for s in (first_sentence(layer.descriptions[r]) for r in rows) if s]
+    sentences = [s for s in (first_sentence(layer.texts[r]) for r in rows) if s]
     description = tokenizer.truncate(" ".join(sentences), config.summary_max_tokens)
     return f"{layer.names[rows[0]]} (group)", description
 
@@ -356,66 +339,118 @@ def _fallback_entity(layer: _Layer, members: np.ndarray, config: LeanragConfig, 
 # -- one layer up ------------------------------------------------------------------
 
 
-def _aggregate_entities(
-    layer: _Layer, central: list[np.ndarray], inside: dict[int, np.ndarray], level: int, chat: ChatModel,
-    config: LeanragConfig, concurrency: int, progress: Progress, temperature: float, stats: Counter[str],
-) -> tuple[list[str], list[str], list[bool], list[int]]:
-    """Names, descriptions and fallback flags of the clusters, and which clusters the LLM aggregated.
+def _read_entity(layer: Layer, members: np.ndarray, config: LeanragConfig, tokenizer: Tokenizer,
+                 reply: str) -> Summary:
+    """The aggregated entity of an entity reply; what it lacks comes from :func:`_fallback_entity`."""
+    name, description = parse_aggregate(reply)
+    source: SummarySource = "json"
+    if not name or not description:
+        source = "fallback"
+        default_name, default_description = _fallback_entity(layer, members, config, tokenizer)
+        name, description = name or default_name, description or default_description
+    return Summary(name, description, source, embed=f"{name}: {description}")
 
-    One call per cluster of two or more nodes (Eq. 4); a singleton repeats its member.
-    """
-    from unirag.prompts.prompt import load_prompt
-    from unirag.llm.batch import complete_all
-    from unirag.text.tokenizer import get_tokenizer
 
-    tokenizer = get_tokenizer()
-    prompt = load_prompt(ENTITY_PROMPT)
-    asked = [c for c in range(len(central)) if len(central[c]) > 1]
-    requests = [
-        _entity_request(prompt, layer, central[c], _relation_lines(layer, inside.get(c, np.zeros(0, np.int64))),
-                        config, temperature, tokenizer)
-        for c in asked
-    ]
-    replies = dict(zip(asked, complete_all(chat, requests, concurrency, progress,
-                                           f"leanrag level {level}: aggregating entities")))
-    names: list[str] = []
-    descriptions: list[str] = []
-    fallback = [False] * len(central)
-    for c, rows in enumerate(central):
-        if c not in replies:  # singleton: the node itself, one level up
-            names.append(layer.names[rows[0]])
-            descriptions.append(layer.descriptions[rows[0]])
-            continue
-        name, description = parse_aggregate(replies[c].text)
-        stats["entity_cache_hits"] += int(replies[c].cached)
-        if not name or not description:
-            fallback[c] = True
-            stats["entity_fallbacks"] += 1
-            default_name, default_description = _fallback_entity(layer, rows, config, tokenizer)
-            name, description = name or default_name, description or default_description
-        names.append(name)
-        descriptions.append(description)
-    stats["entity_calls"] += len(requests)
-    stats["singletons"] += len(central) - len(asked)
-    return names, descriptions, fallback, asked
+def _itself(name: str, description: str, reply: str) -> Summary:
+    """A singleton cluster: its only member, one level up (no call, and its vector is kept)."""
+    return Summary(name, description, "given")
+
+
+@dataclass(kw_only=True)
+class _LeanragClustering(Clustering):
+    labels: np.ndarray
+    central: list[np.ndarray]  # each cluster's rows, most central first
+    inside: dict[int, np.ndarray]  # cluster -> relations (edge indices) inside it
+    between: list[tuple[int, int, np.ndarray]]  # (a, b, edge indices) of relations joining two clusters
+
+
+class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
+    """LeanRAG's steps of the layered loop: steps 1-4 of the module docstring."""
+
+    labels = ProgressLabels(summarising="leanrag level {level}: aggregating entities",
+                            clustering="leanrag level {level}: clustering {n} nodes")
+    embed_stage = EMBED_STAGE
+    summed = ("empty_components", "relation_calls", "relation_cache_hits", "relation_fallbacks",
+              "concatenated_relations")
+
+    def __init__(self, config: LeanragConfig, models: BuildModels) -> None:
+        self.config, self.models, self.max_levels = config, models, config.max_layers
+        self.prompt = load_prompt(ENTITY_PROMPT)
+
+    def stop_before(self, layer: Layer, level: int) -> str:
+        if len(layer) <= 1:
+            return "single_node"
+        return "small_layer" if len(layer) <= self.config.cluster_size and not self.config.root else ""
+
+    def cluster(self, layer: Layer, level: int) -> _LeanragClustering:
+        """Step 1: hard GMM clusters; every cluster is an aggregated entity, singletons too."""
+        labels, components = cluster_layer(layer.vectors, self.config)
+        k = int(labels.max()) + 1
+        central = _central_order(layer.vectors, labels, k)
+        edge_groups = _edge_groups(layer.edges, labels)
+        return _LeanragClustering(
+            [np.sort(rows).tolist() for rows in central], {"empty_components": components - k},
+            labels=labels, central=central, inside={a: idx for a, b, idx in edge_groups if a == b},
+            between=[(a, b, idx) for a, b, idx in edge_groups if a != b],
+        )
+
+    def asks(self, layer: Layer, clustering: _LeanragClustering, level: int) -> list[Ask]:
+        """Step 2 (Eq. 4): one call per cluster of two or more nodes; a singleton repeats its member."""
+        config, tokenizer = self.config, self.models.tokenizer
+        asks = []
+        for c, rows in enumerate(clustering.central):
+            if len(rows) == 1:
+                asks.append(Ask(None, partial(_itself, layer.names[rows[0]], layer.texts[rows[0]])))
+                continue
+            relations = _relation_lines(layer, clustering.inside.get(c, np.zeros(0, np.int64)))
+            request = _entity_request(self.prompt, layer, rows, relations, config, self.models.temperature, tokenizer)
+            asks.append(Ask(request, partial(_read_entity, layer, rows, config, tokenizer)))
+        return asks
+
+    def records(self, layer: Layer, clustering: _LeanragClustering, summaries: list[Summary],
+                vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
+        built = level_communities(HIERARCHY, level, layer, clustering.groups, summaries, below)
+        for community, rows, summary in zip(built, clustering.central, summaries):
+            community.payload = {"size": len(rows), "entities": len(community.entities), "singleton": len(rows) == 1,
+                                 "fallback": summary.source == "fallback", "central": layer.ids[int(rows[0])]}
+        return built
+
+    def next_layer(self, layer: Layer, clustering: _LeanragClustering, records: list[Community],
+                   vectors: np.ndarray, level: int) -> tuple[Layer, list[CommunityLink]]:
+        """Steps 3-4: aggregated relations between clusters; the aggregated entities, embedded
+        (a singleton keeps its member's vector), are the next layer."""
+        upper = layer.vectors[[int(rows[0]) for rows in clustering.central]].astype(np.float32)
+        asked = [c for c, rows in enumerate(clustering.central) if len(rows) > 1]
+        if asked:
+            if vectors.shape[1] != upper.shape[1]:
+                raise ValueError(f"embedder gives {vectors.shape[1]}-d vectors but the entity vectors are "
+                                 f"{upper.shape[1]}-d: aggregate with the embedder that embedded the entities")
+            upper[asked] = vectors
+        names = [c.title for c in records]
+        descriptions = [c.summary for c in records]
+        strength, link_texts = _aggregate_relations(layer, clustering, names, descriptions, level, self.config,
+                                                    self.models)
+        links = [
+            CommunityLink(hierarchy=HIERARCHY, level=level, source=records[a].id, target=records[b].id,
+                          weight=float(count), description=text)
+            for (a, b, _), count, text in zip(clustering.between, strength, link_texts)
+        ]
+        edges = np.array([(a, b) for a, b, _ in clustering.between], dtype=np.int64).reshape(-1, 2)
+        return Layer(ids=[c.id for c in records], texts=descriptions, vectors=upper, names=names,
+                     entities=[c.entities for c in records], edges=edges, edge_texts=link_texts), links
 
 
 def _aggregate_relations(
-    layer: _Layer, labels: np.ndarray, between: list[tuple[int, int, np.ndarray]], names: list[str],
-    descriptions: list[str], level: int, chat: ChatModel, config: LeanragConfig, concurrency: int,
-    progress: Progress, temperature: float, stats: Counter[str],
+    layer: Layer, clustering: _LeanragClustering, names: list[str], descriptions: list[str], level: int,
+    config: LeanragConfig, models: BuildModels,
 ) -> tuple[np.ndarray, list[str]]:
-    """Connectivity strength and description of each cluster pair in ``between`` (Eq. 5).
+    """Connectivity strength and description of each cluster pair joined by relations (Eq. 5).
 
     Above ``tau`` relations the LLM summarises them; otherwise (and when its
     reply is empty) the description is their concatenation.
     """
-    from unirag.prompts.prompt import load_prompt
-    from unirag.llm.batch import complete_all
-    from unirag.text.tokenizer import get_tokenizer
-
-    tokenizer = get_tokenizer()
-    counts = relation_counts(layer.edges, labels, len(names))
+    tokenizer, between, stats = models.tokenizer, clustering.between, clustering.stats
+    counts = relation_counts(layer.edges, clustering.labels, len(names))
     strength = (np.asarray(counts[[a for a, _, _ in between], [b for _, b, _ in between]]).reshape(-1)
                 if between else np.zeros(0)).astype(np.int64)
     tau = config.tau_for(level)
@@ -428,18 +463,18 @@ def _aggregate_relations(
         lines = _relation_lines(layer, idx)
         if strength[position] > tau:
             shown, _ = _fit_lines(lines, config.max_input_tokens, tokenizer)
-            requests.append(ChatRequest(
-                messages=prompt.messages(
-                    name_a=names[a], description_a=tokenizer.truncate(_one_line(descriptions[a]), quote),
-                    name_b=names[b], description_b=tokenizer.truncate(_one_line(descriptions[b]), quote),
-                    relations="\n".join(shown), max_words=str(config.summary_max_words)),
-                stage=RELATION_STAGE, prompt_version=prompt.cache_version, temperature=temperature,
-                max_tokens=config.summary_max_tokens,
+            requests.append(prompt.request(
+                RELATION_STAGE, max_tokens=config.summary_max_tokens, temperature=models.temperature,
+                name_a=names[a], description_a=tokenizer.truncate(_one_line(descriptions[a]), quote),
+                name_b=names[b], description_b=tokenizer.truncate(_one_line(descriptions[b]), quote),
+                relations="\n".join(shown), max_words=str(config.summary_max_words),
             ))
             summarised.append(position)
         texts.append(tokenizer.truncate("\n".join(line[2:] for line in lines), config.max_input_tokens))
-    replies: list[ChatResponse] = complete_all(chat, requests, concurrency, progress,
-                                               f"leanrag level {level}: aggregating relations")
+    replies = complete_all(models.chat, requests, models.concurrency, models.progress,
+                           f"leanrag level {level}: aggregating relations")
+    stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0,
+                 concatenated_relations=len(between) - len(requests))
     for position, reply in zip(summarised, replies):
         stats["relation_cache_hits"] += int(reply.cached)
         text = _clean_relation(reply.text)
@@ -447,86 +482,27 @@ def _aggregate_relations(
             texts[position] = text
         else:
             stats["relation_fallbacks"] += 1
-    stats["relation_calls"] += len(requests)
-    stats["concatenated_relations"] += len(between) - len(requests)
     return strength, texts
-
-
-def _aggregate_level(
-    layer: _Layer, labels: np.ndarray, level: int, chat: ChatModel, embedder: EmbeddingModel,
-    config: LeanragConfig, concurrency: int, progress: Progress, temperature: float, stats: Counter[str],
-) -> tuple[list[Community], list[CommunityLink], _Layer]:
-    """The level-``level`` communities over ``layer``, their links, and the next layer."""
-    k = int(labels.max()) + 1
-    central = _central_order(layer.vectors, labels, k)
-    groups = _edge_groups(layer.edges, labels)
-    inside = {a: idx for a, b, idx in groups if a == b}
-    between = [(a, b, idx) for a, b, idx in groups if a != b]
-    names, descriptions, fallback, asked = _aggregate_entities(
-        layer, central, inside, level, chat, config, concurrency, progress, temperature, stats)
-
-    # Vectors of the next layer: embed what the LLM wrote; a singleton keeps its member's vector.
-    vectors = layer.vectors[[int(rows[0]) for rows in central]].astype(np.float32)
-    if asked:
-        texts = [f"{names[c]}: {descriptions[c]}" for c in asked]
-        batch = embedder.embed(texts, stage=EMBED_STAGE)
-        if len(batch.vectors) != len(texts):
-            raise ValueError(f"embedder returned {len(batch.vectors)} vectors for {len(texts)} aggregated entities")
-        if batch.vectors.shape[1] != vectors.shape[1]:
-            raise ValueError(f"embedder gives {batch.vectors.shape[1]}-d vectors but the entity vectors are "
-                             f"{vectors.shape[1]}-d: aggregate with the embedder that embedded the entities")
-        vectors[asked] = normalise_rows(batch.vectors)
-
-    members = [np.sort(rows) for rows in central]
-    children = [[layer.ids[r] for r in rows.tolist()] for rows in members]
-    ids = [community_id(HIERARCHY, level, child_ids) for child_ids in children]
-    entities = [[e for r in rows.tolist() for e in layer.entities[r]] for rows in members]
-    communities = [
-        Community(
-            id=ids[c], hierarchy=HIERARCHY, level=level, children=children[c], entities=entities[c],
-            title=names[c], summary=descriptions[c],
-            payload={"size": len(children[c]), "entities": len(entities[c]), "singleton": len(children[c]) == 1,
-                     "fallback": fallback[c], "central": layer.ids[int(central[c][0])]},
-        )
-        for c in range(k)
-    ]
-
-    strength, link_texts = _aggregate_relations(layer, labels, between, names, descriptions, level, chat, config,
-                                                concurrency, progress, temperature, stats)
-    links = [
-        CommunityLink(hierarchy=HIERARCHY, level=level, source=ids[a], target=ids[b], weight=float(count),
-                      description=text)
-        for (a, b, _), count, text in zip(between, strength, link_texts)
-    ]
-    stats["links"] += len(links)
-    edges = np.array([(a, b) for a, b, _ in between], dtype=np.int64).reshape(-1, 2)
-    upper = _Layer(ids=ids, names=names, descriptions=descriptions, vectors=vectors, edges=edges,
-                   edge_texts=link_texts, entities=entities)
-    return communities, links, upper
 
 
 # -- the hierarchy -----------------------------------------------------------------
 
 
-def _base_layer(graph: EntityGraph, embedder: EmbeddingModel) -> _Layer:
+def _base_layer(graph: EntityGraph, models: BuildModels) -> Layer:
     if graph.vectors is None:
         texts = [graph.text(row) for row in range(len(graph))]
-        vectors = normalise_rows(embedder.embed(texts, stage=EMBED_STAGE).vectors) if texts else np.zeros((0, 1))
+        if texts and models.embedder is None:
+            raise ValueError("leanrag needs an embedder when EntityGraph.vectors is None")
+        vectors = normalise_rows(models.embedder.embed(texts, stage=EMBED_STAGE).vectors) if texts else np.zeros((0, 1))
     else:
         vectors = normalise_rows(graph.vectors)
-    return _Layer(ids=list(graph.ids), names=list(graph.names), descriptions=list(graph.descriptions),
-                  vectors=np.asarray(vectors, dtype=np.float32), edges=graph.edges,
-                  edge_texts=list(graph.relation_texts), entities=[[i] for i in graph.ids])
+    return Layer(ids=list(graph.ids), texts=list(graph.descriptions), vectors=np.asarray(vectors, dtype=np.float32),
+                 names=list(graph.names), entities=[[i] for i in graph.ids], edges=graph.edges,
+                 edge_texts=list(graph.relation_texts))
 
 
 def build_leanrag_hierarchy(
-    graph: EntityGraph,
-    chat: ChatModel,
-    embedder: EmbeddingModel,
-    config: LeanragConfig = LeanragConfig(),
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    temperature: float = 0.0,
+    graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig()
 ) -> HierarchyResult:
     """LeanRAG's aggregated-entity hierarchy over ``graph`` (see the module docstring).
 
@@ -536,53 +512,14 @@ def build_leanrag_hierarchy(
     hits, fallbacks, singletons and says why building stopped.
     """
     config.validate()
-    progress = progress or Progress(enabled=False)
     if len(set(graph.ids)) != len(graph.ids):
         raise ValueError("EntityGraph ids are not unique")
-    stats: Counter[str] = Counter()
-    communities: list[Community] = []
-    links: list[CommunityLink] = []
-    layer = _base_layer(graph, embedder)
-    below: list[Community] | None = None  # the communities that are the current layer's nodes
-    level = 0
-    stopped_by = "empty" if len(layer) == 0 else ""
-    while not stopped_by:
-        if len(layer) <= 1:
-            stopped_by = "single_node"
-            break
-        if level >= config.max_layers:
-            stopped_by = "max_layers"
-            break
-        if len(layer) <= config.cluster_size and not config.root:
-            stopped_by = "small_layer"
-            break
-        level += 1
-        with progress.task(f"leanrag level {level}: clustering {len(layer)} nodes"):
-            labels, components = cluster_layer(layer.vectors, config)
-        stats["empty_components"] += components - (int(labels.max()) + 1)
-        built, level_links, upper = _aggregate_level(layer, labels, level, chat, embedder, config, concurrency,
-                                                     progress, temperature, stats)
-        if below is not None:
-            for row, community in enumerate(below):
-                community.parent = built[labels[row]].id
-        communities.extend(built)
-        links.extend(level_links)
-        below, layer = built, upper
-        if len(built) == 1:
-            stopped_by = "root"
-    for key in ("entity_calls", "entity_cache_hits", "entity_fallbacks", "singletons", "empty_components",
-                "relation_calls", "relation_cache_hits", "relation_fallbacks", "concatenated_relations", "links"):
-        stats.setdefault(key, 0)
-    result = HierarchyResult(hierarchy=HIERARCHY, level_order="bottom_up", communities=communities, links=links)
-    result.stats = {
-        **dict(stats),
+    stats = HierarchyStats(extra={
         "base_entities": len(graph),
-        "layers": level,
-        "levels": {str(lvl): count for lvl, count in result.levels().items()},
-        "stopped_by": stopped_by,
         "config": {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()},
-    }
-    return result
+    })
+    return bottom_up_result(HIERARCHY, build_levels(_Leanrag(config, models), _base_layer(graph, models), models,
+                                                    stats))
 
 
 def parents(result: HierarchyResult) -> dict[str, str]:
