@@ -296,8 +296,13 @@ def _fit_budget(
 def _import_backends(config: TreeConfig) -> None:
     """Load scipy/sklearn (and UMAP) now, so that their BLAS exists when the thread limit is set."""
 
-    if config.method == "gmm" and config.reducer == "umap":
-        pass
+    if config.method == "gmm":
+        import sklearn.mixture  # noqa: F401 -- loads scipy's and sklearn's BLAS before the limit
+
+        if config.reducer == "umap":
+            import umap  # noqa: F401
+    else:
+        import sklearn.cluster  # noqa: F401
 
 
 def cluster_layer(

@@ -125,7 +125,7 @@ from unirag.index.hierarchy import (
 )
 from unirag.llm.base import normalise_rows
 from unirag.prompts.prompt import load_prompt
-from unirag.text.json_reply import repair_json
+from unirag.text.replies import read_summary
 from unirag.text.tokenizer import Tokenizer
 
 HIERARCHY = "archrag"
@@ -644,27 +644,6 @@ def _relations_by_group(layer: _ArchragLayer, labels: np.ndarray) -> dict[int, l
     return out
 
 
-def _parse_summary(text: str) -> tuple[str, str, SummarySource]:
-    """``(title, summary, how)`` with how in ``json``, ``prose``, ``fallback`` (title/summary empty then)."""
-
-    stripped = text.strip()
-    if not stripped:
-        return "", "", "fallback"
-    if "{" not in stripped and not stripped.startswith(("[", "`")):
-        return "", stripped, "prose"
-    value = repair_json(stripped)
-    if isinstance(value, list):
-        value = next((item for item in value if isinstance(item, dict)), None)
-    if not isinstance(value, dict):
-        return "", "", "fallback"
-    summary = value.get("summary")
-    title = value.get("title")
-    if not isinstance(summary, str) or not summary.strip():
-        return "", "", "fallback"
-    title = title.strip() if isinstance(title, str) else ""
-    return " ".join(title.split())[:TITLE_MAX_CHARS], summary.strip(), "json"
-
-
 def _names_title(names: Sequence[str], limit: int = 3) -> str:
     head = " / ".join(names[:limit])
     return head + (" / ..." if len(names) > limit else "")
@@ -672,9 +651,10 @@ def _names_title(names: Sequence[str], limit: int = 3) -> str:
 
 def _read_summary(member_names: list[str], reply: str) -> Summary:
     """The reply's title and summary; the members' names (by degree) stand in for what is missing."""
-    title, summary, how = _parse_summary(reply)
-    if how == "fallback":
-        summary = "; ".join(member_names)
+    title, summary, how = read_summary(reply)
+    title = title[:TITLE_MAX_CHARS]
+    if how == "fallback":  # a title without a summary is not kept: both come from the members
+        title, summary = "", "; ".join(member_names)
     return Summary(title or _names_title(member_names), summary, how, embed=summary)
 
 

@@ -101,7 +101,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -121,7 +120,7 @@ from unirag.index.hierarchy import (
 )
 from unirag.llm.base import normalise_rows
 from unirag.prompts.prompt import load_prompt
-from unirag.text.json_reply import first_object
+from unirag.text.replies import read_summary as parse_summary
 from unirag.text.sentences import first_sentence
 from unirag.text.tokenizer import Tokenizer
 
@@ -134,8 +133,6 @@ POWER_ITERATIONS = 20  # principal direction for splits: enough to order members
 MIN_MEMBER_TOKENS = 8  # a member text never shrinks below this in a summary prompt
 TABLE_BITS = 20  # merging looks codes up in a table of 2^k entries (8 MiB at k = 20), above that scans
 
-_THINK = re.compile(r"<\s*think(?:ing)?\s*>.*?<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE | re.DOTALL)
-_LABELLED = re.compile(r"^\s*\**\s*(title|summary)\s*\**\s*:\s*(.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -567,60 +564,6 @@ def _fit_budget(texts: list[str], counts: list[int], budget: int, tokenizer: Tok
         remaining -= counts[index]
     cap = max(cap, MIN_MEMBER_TOKENS)
     return [tokenizer.truncate(text, cap) if count > cap else text for text, count in zip(texts, counts)]
-
-
-def _string_field(data: dict[str, Any], keys: Sequence[str]) -> str:
-    for key in keys:
-        value = data.get(key)
-        if isinstance(value, list):  # a summary given as a list of points
-            value = " ".join(item for item in value if isinstance(item, str))
-        if isinstance(value, str) and value.strip():
-            return " ".join(value.split())
-    return ""
-
-
-def parse_summary(text: str) -> tuple[str, str, SummarySource]:
-    """``(title, summary, status)`` from a model reply.
-
-    ``json``: an object with a non-empty ``summary`` (json_repair fixes
-    broken syntax and cut-off replies). ``prose``: no usable JSON but plain
-    text (``Title:``/``Summary:`` lines are read when present). ``fallback``:
-    nothing usable (empty, JSON without a summary, JSON-looking garbage);
-    the caller then writes an extractive summary.
-    """
-
-    cleaned = _THINK.sub(" ", text or "")
-    if "</think>" in cleaned.lower():  # an opening tag lost to truncation upstream
-        cleaned = re.split(r"</\s*think(?:ing)?\s*>", cleaned, flags=re.IGNORECASE)[-1]
-    cleaned = cleaned.strip().strip("`").strip()
-    if cleaned.lower().startswith("json"):
-        cleaned = cleaned[4:].strip()
-    if not cleaned:
-        return "", "", "fallback"
-    start = cleaned.find("{")
-    if start >= 0:
-        data = first_object(cleaned[start:])
-        if data is not None:
-            summary = _string_field(data, ("summary", "description", "text", "content"))
-            title = _string_field(data, ("title", "name", "topic"))
-            return (title, summary, "json") if summary else (title, "", "fallback")
-        if start == 0:
-            return "", "", "fallback"
-    if cleaned[0] in "[{":
-        return "", "", "fallback"
-    title, lines = "", []
-    for line in cleaned.splitlines():
-        match = _LABELLED.match(line)
-        if match and match.group(1).lower() == "title" and not title:
-            title = match.group(2).strip().strip("*").strip()
-        elif match:
-            lines.append(match.group(2))
-        else:
-            lines.append(line)
-    summary = " ".join(" ".join(lines).split())
-    return (title, summary, "prose") if summary else ("", "", "fallback")
-
-
 
 
 def _short_title(summary: str, words: int = 10) -> str:

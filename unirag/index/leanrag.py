@@ -96,7 +96,7 @@ from unirag.index.hierarchy import (
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.prompts.prompt import Prompt, load_prompt
-from unirag.text.json_reply import first_object
+from unirag.text.replies import first_object
 from unirag.text.sentences import first_sentence
 from unirag.text.tokenizer import Tokenizer
 
@@ -203,7 +203,7 @@ def cluster_layer(vectors: np.ndarray, config: LeanragConfig) -> tuple[np.ndarra
     from threadpoolctl import threadpool_limits
 
     if config.reducer == "umap":
-        pass
+        import umap  # noqa: F401 -- its numba/BLAS load before the thread limit below
     # One BLAS/OpenMP thread: the matrices are small after reduction (threads
     # only add overhead there) and the floating-point results then do not
     # depend on the machine's core count, so clusters are reproducible.

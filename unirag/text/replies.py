@@ -10,7 +10,7 @@ judge read one shape the same way instead of each growing its own variant.
 Shapes: :func:`strip_think` (reasoning blocks), :func:`repair_json`,
 :func:`first_object`, :func:`first_list`, :func:`first_json` (JSON in prose),
 :func:`read_yes_no` (a YES/NO verdict), :func:`read_points` (scored points of
-a map reply). Readers of richer shapes (extraction records, judge verdicts)
+a map reply), :func:`read_summary` (a community summary: title + summary). Readers of richer shapes (extraction records, judge verdicts)
 build on these in their own layers.
 """
 
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 # -- <think> ---------------------------------------------------------------------------------------
 
@@ -235,3 +236,58 @@ def read_points(reply: str, max_points: int, unparsed_score: float) -> tuple[lis
     if not text:
         return [], False
     return [(text, unparsed_score if score is None else score)], False
+
+
+# -- community summaries ------------------------------------------------------------------------
+
+SummaryReading = Literal["json", "prose", "fallback"]
+_LABELLED = re.compile(r"^\s*\**\s*(title|summary)\s*\**\s*:\s*(.*)$", re.IGNORECASE)
+
+
+def _string_field(data: dict[str, Any], keys: Sequence[str]) -> str:
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, list):  # a summary given as a list of points
+            value = " ".join(item for item in value if isinstance(item, str))
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return ""
+
+
+def read_summary(text: str) -> tuple[str, str, SummaryReading]:
+    """``(title, summary, reading)`` of a community-summary reply (ArchRAG, HyGRAG).
+
+    ``json``: an object with a non-empty ``summary`` (or ``description``,
+    ``text``, ``content``; a list of strings is joined), repaired when broken
+    or cut. ``prose``: no usable JSON but plain text (``Title:``/``Summary:``
+    lines are read when present). ``fallback``: nothing usable (empty, JSON
+    without a summary, JSON-looking garbage); the caller then writes an
+    extractive summary and counts it.
+    """
+    cleaned = strip_think(text or "").strip().strip("`").strip()
+    if cleaned.lower().startswith("json"):
+        cleaned = cleaned[4:].strip()
+    if not cleaned:
+        return "", "", "fallback"
+    start = cleaned.find("{")
+    if start >= 0:
+        data = first_object(cleaned[start:])
+        if data is not None:
+            summary = _string_field(data, ("summary", "description", "text", "content"))
+            title = _string_field(data, ("title", "name", "topic"))
+            return (title, summary, "json") if summary else (title, "", "fallback")
+        if start == 0:
+            return "", "", "fallback"
+    if cleaned[0] in "[{":
+        return "", "", "fallback"
+    title, lines = "", []
+    for line in cleaned.splitlines():
+        match = _LABELLED.match(line)
+        if match and match.group(1).lower() == "title" and not title:
+            title = match.group(2).strip().strip("*").strip()
+        elif match:
+            lines.append(match.group(2))
+        else:
+            lines.append(line)
+    summary = " ".join(" ".join(lines).split())
+    return (title, summary, "prose") if summary else ("", "", "fallback")
