@@ -41,6 +41,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
+from unirag.graph.attach import LevelCarrier
 from unirag.llm.base import ChatModel, ChatRequest, EmbeddingModel, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress
@@ -284,6 +285,9 @@ class LayeredAlgorithm(ABC, Generic[L, C, R]):
     embed_batch: int | None = None  # texts per embedding call (None: one call per level)
     max_levels: int
     summed: tuple[str, ...] = ()  # per-level extras also totalled in the stats
+    # Set for an incremental update (``unirag.graph.attach``): ``cluster`` takes each level's
+    # groups from the previous build where it had that level, instead of clustering afresh.
+    carrier: LevelCarrier | None = None
 
     def stop_before(self, layer: L, level: int) -> str:
         """Why ``layer`` is not clustered into ``level`` ("" to go on)."""
@@ -358,6 +362,8 @@ def build_levels(algorithm: LayeredAlgorithm[L, C, R], layer: L, models: BuildMo
                                   labels.embedding and labels.embedding.format(level=level, n=embedded),
                                   algorithm.embed_batch)
         built = algorithm.records(layer, clustering, summaries, vectors, level, below)
+        if algorithm.carrier is not None:
+            algorithm.carrier.built(level, [record.id for record in built])  # type: ignore[attr-defined]
         upper, level_links = algorithm.next_layer(layer, clustering, built, vectors, level)
         level_stats.communities, level_stats.links = len(built), len(level_links)
         records.extend(built)
@@ -366,4 +372,6 @@ def build_levels(algorithm: LayeredAlgorithm[L, C, R], layer: L, models: BuildMo
             reason = "root"
         layer, below = upper, built
     stats.stop_reason = reason
+    if algorithm.carrier is not None:
+        stats.extra["update"] = {"mode": "attach", **algorithm.carrier.stats}
     return Levels(records, links, stats)

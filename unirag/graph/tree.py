@@ -75,6 +75,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from unirag.graph.attach import AttachPolicy, LevelCarrier
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
@@ -356,8 +357,8 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
     embed_stage = EMBED_STAGE
     summed = ("oversize_splits", "forced_bisections")
 
-    def __init__(self, config: TreeConfig, models: BuildModels) -> None:
-        self.config, self.models, self.max_levels = config, models, config.max_layers
+    def __init__(self, config: TreeConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+        self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
         self.prompt = load_prompt("summarize_cluster")
 
     def stop_before(self, layer: Layer, level: int) -> str:
@@ -367,8 +368,24 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
         """Clusters of two or more nodes (a node alone gets no parent)."""
         stats: Counter[str] = Counter(oversize_splits=0, forced_bisections=0)
         tokens = self.models.tokenizer.count_many(layer.texts)
+        carried = self._attached(layer, level, tokens)
+        if carried is not None:
+            return Clustering([group.tolist() for group in carried], dict(stats))
         clusters = cluster_layer(layer.vectors, tokens, self.config, stats)
         return Clustering([list(cluster) for cluster in clusters if len(cluster) >= 2], dict(stats))
+
+    def _attached(self, layer: Layer, level: int, tokens: Sequence[int]) -> list[np.ndarray] | None:
+        """The previous tree's clusters of this layer for an incremental update: a new node joins
+        the cluster with the nearest mean vector (RAPTOR assigns a node to the components near it);
+        a cluster past the token budget is halved until it fits; clusters of one lose their parent.
+        None when this layer did not exist before (cluster afresh)."""
+        if self.carrier is None:
+            return None
+        counts = np.asarray(tokens, dtype=np.int64)
+        budget = self.config.max_cluster_tokens
+        policy = AttachPolicy(min_size=2, oversized=lambda group: int(counts[group].sum()) > budget)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy)
+        return None if grouping is None else grouping.groups
 
     def asks(self, layer: Layer, clustering: Clustering, level: int) -> list[Ask]:
         asks = []
@@ -397,7 +414,8 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
 
 
 def build_tree(
-    leaves: Sequence[tuple[str, str, np.ndarray]], models: BuildModels, config: TreeConfig = TreeConfig()
+    leaves: Sequence[tuple[str, str, np.ndarray]], models: BuildModels, config: TreeConfig = TreeConfig(),
+    carrier: LevelCarrier | None = None,
 ) -> TreeResult:
     """Build the RAPTOR tree over ``leaves`` = ``(chunk_id, text, vector)``; see the module docstring.
 
@@ -419,5 +437,5 @@ def build_tree(
         for i, (chunk_id, text, _) in enumerate(leaves)
     ]
     layer = Layer(ids=ids, texts=[text for _, text, _ in leaves], vectors=leaf_vectors)
-    levels = build_levels(_Raptor(config, models), layer, models, HierarchyStats(extra={"leaves": len(nodes)}))
+    levels = build_levels(_Raptor(config, models, carrier), layer, models, HierarchyStats(extra={"leaves": len(nodes)}))
     return TreeResult(nodes=nodes + levels.records, stats=levels.stats.to_dict())

@@ -113,6 +113,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from unirag.graph.attach import AttachPolicy, LevelCarrier, labels_of
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
@@ -682,8 +683,8 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
     embed_stage = EMBED_STAGE
     summed = ("truncated_prompts",)
 
-    def __init__(self, config: ArchragConfig, models: BuildModels) -> None:
-        self.config, self.models, self.max_levels = config, models, config.max_levels
+    def __init__(self, config: ArchragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+        self.config, self.models, self.max_levels, self.carrier = config, models, config.max_levels, carrier
         self.prompt = load_prompt(PROMPT)
 
     def stop_before(self, layer: _ArchragLayer, level: int) -> str:
@@ -694,7 +695,11 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         n, config = len(layer), self.config
         edges, changes = augment(n, layer.vectors, layer.edges, config)
         structural = _structural_weights(layer.edges, layer.weights, edges, n)
-        labels = cluster_labels(n, edges, edge_weights(layer.vectors, edges, structural, config), config)
+        carried = self._carried(layer, level, edges)
+        if carried is None:
+            labels = cluster_labels(n, edges, edge_weights(layer.vectors, edges, structural, config), config)
+        else:
+            labels = labels_of(carried, n)
         counts = np.bincount(labels)
         order = np.argsort(labels, kind="stable")
         groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
@@ -704,6 +709,22 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
                  "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
                  "truncated_prompts": 0}
         return _ArchragClustering(groups, stats, labels=labels, edges=edges)
+
+    def _carried(self, layer: _ArchragLayer, level: int, edges: np.ndarray) -> list[np.ndarray] | None:
+        """The previous build's communities of this level, new entities attached (incremental update):
+        a new node joins the community holding most of its neighbours in G' (where Leiden would
+        most likely put it), oversized communities are halved, groups of one dissolve."""
+        if self.carrier is None:
+            return None
+        from scipy.sparse import coo_matrix
+
+        n = len(layer)
+        adjacency = coo_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
+                                                          np.concatenate([edges[:, 1], edges[:, 0]]))),
+                               shape=(n, n)).tocsr()
+        policy = AttachPolicy(by_neighbours=True, min_size=2, max_size=self.config.max_community_size)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, adjacency)
+        return None if grouping is None else grouping.groups
 
     def asks(self, layer: _ArchragLayer, clustering: _ArchragClustering, level: int) -> list[Ask]:
         """Step 4: one ``archrag_summary`` prompt per community, members by degree in G'."""
@@ -759,7 +780,8 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
 
 
 def build_archrag_communities(
-    graph: EntityGraph, models: BuildModels, config: ArchragConfig = ArchragConfig()
+    graph: EntityGraph, models: BuildModels, config: ArchragConfig = ArchragConfig(),
+    carrier: LevelCarrier | None = None,
 ) -> HierarchyResult:
     """ArchRAG's hierarchy of attributed communities over ``graph`` (Algorithm 1; see the module docstring).
 
@@ -775,4 +797,4 @@ def build_archrag_communities(
         vectors = models.embedder.embed([graph.text(i) for i in range(n)], stage=EMBED_STAGE).vectors
     layer = _entity_layer(graph, normalise_rows(vectors) if n else np.zeros((0, 1), dtype=np.float32))
     stats = HierarchyStats(extra={"entities": n, "config": asdict(config)})
-    return bottom_up_result(HIERARCHY, build_levels(_Archrag(config, models), layer, models, stats))
+    return bottom_up_result(HIERARCHY, build_levels(_Archrag(config, models, carrier), layer, models, stats))

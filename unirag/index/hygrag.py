@@ -108,6 +108,7 @@ from typing import Any
 
 import numpy as np
 
+from unirag.graph.attach import AttachPolicy, LevelCarrier
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
@@ -151,6 +152,7 @@ class HygragConfig:
     max_input_tokens: int = 2000  # ours: member texts per summary prompt
     center: bool = True  # ours: centre each layer before hashing
     propagate_upper_layers: bool = False  # Algorithm 1 line 22 uses summary embeddings as they are
+    attach_threshold: float = 0.65  # Table 8 update_th tau_attach: dynamic attachment on corpus updates (§3.4)
     seed: int = 224
 
     def validate(self) -> None:
@@ -625,8 +627,8 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
     embed_batch = EMBED_BATCH
     summed = ("undersized_buckets",)
 
-    def __init__(self, config: HygragConfig, models: BuildModels) -> None:
-        self.config, self.models, self.max_levels = config, models, config.max_layers
+    def __init__(self, config: HygragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+        self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
         self.prompt = load_prompt(PROMPT)
 
     def stop_before(self, layer: _HygragLayer, level: int) -> str:
@@ -640,11 +642,36 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
                 vectors, layer.adjacency, config.propagation_iterations, config.propagation_self_weight
             )
         stats: dict[str, Any] = {}
-        buckets = lsh_buckets(vectors, config, level, stats)
+        carried = self._attached(layer, level, vectors)
+        buckets = lsh_buckets(vectors, config, level, stats) if carried is None else carried
         if level > 1 and len(buckets) >= len(layer):
             return _HygragClustering([], stats, buckets=[])
         stats.update(undersized_buckets=sum(len(b) < config.s_min for b in buckets), **_size_stats(buckets))
         return _HygragClustering([b.tolist() for b in buckets], stats, buckets=buckets)
+
+    def _attached(self, layer: _HygragLayer, level: int, vectors: np.ndarray) -> list[np.ndarray] | None:
+        """HyGRAG's dynamic attachment (§3.4, Eq. 28-31) for an incremental update: a new node
+        joins the existing bucket whose summary embedding is closest when the cosine is at least
+        ``attach_threshold`` (tau = 0.65); the others are bucketed among themselves by LSH; buckets
+        above ``s_max`` split. None when this level did not exist before (bucket afresh)."""
+        if self.carrier is None:
+            return None
+        config = self.config
+        old = self.carrier.nodes(level)
+        summary_vectors = None
+        if old and self.models.embedder is not None:
+            summary_vectors = normalise_rows(np.asarray(
+                self.models.embedder.embed([node.text for node in old], stage=EMBED_STAGE).vectors, dtype=np.float32))
+
+        def bucket_new(rows: np.ndarray) -> list[np.ndarray]:
+            if not len(rows):
+                return []
+            return [rows[bucket] for bucket in lsh_buckets(vectors[rows], config, level)]
+
+        policy = AttachPolicy(threshold=config.attach_threshold, max_size=config.s_max)
+        grouping = self.carrier.grouping(level, layer.ids, vectors, policy, group_new=bucket_new,
+                                         group_vectors=summary_vectors)
+        return None if grouping is None else grouping.groups
 
     def asks(self, layer: _HygragLayer, clustering: _HygragClustering, level: int) -> list[Ask]:
         """One ``hygrag_summary`` prompt per bucket (Eq. 10-11), member texts fitted to the budget."""
@@ -694,7 +721,8 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
 
 
 def build_hygrag_index(
-    hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig()
+    hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig(),
+    carrier: LevelCarrier | None = None,
 ) -> HierarchyResult:
     """HyGRAG's bottom-up hierarchy over every hybrid-graph node; see the module docstring.
 
@@ -721,4 +749,4 @@ def build_hygrag_index(
         ),
         adjacency=hybrid.adjacency,
     )
-    return bottom_up_result(HIERARCHY, build_levels(_Hygrag(config, models), layer, models, stats))
+    return bottom_up_result(HIERARCHY, build_levels(_Hygrag(config, models, carrier), layer, models, stats))

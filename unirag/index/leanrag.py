@@ -83,6 +83,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from unirag.graph.attach import AttachPolicy, LevelCarrier, labels_of
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
@@ -373,8 +374,8 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
     summed = ("empty_components", "relation_calls", "relation_cache_hits", "relation_fallbacks",
               "concatenated_relations")
 
-    def __init__(self, config: LeanragConfig, models: BuildModels) -> None:
-        self.config, self.models, self.max_levels = config, models, config.max_layers
+    def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+        self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
         self.prompt = load_prompt(ENTITY_PROMPT)
 
     def stop_before(self, layer: Layer, level: int) -> str:
@@ -384,7 +385,12 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
 
     def cluster(self, layer: Layer, level: int) -> _LeanragClustering:
         """Step 1: hard GMM clusters; every cluster is an aggregated entity, singletons too."""
-        labels, components = cluster_layer(layer.vectors, self.config)
+        carried = self._attached(layer, level)
+        if carried is None:
+            labels, components = cluster_layer(layer.vectors, self.config)
+        else:
+            labels = labels_of(carried, len(layer))
+            components = len(carried)
         k = int(labels.max()) + 1
         central = _central_order(layer.vectors, labels, k)
         edge_groups = _edge_groups(layer.edges, labels)
@@ -393,6 +399,17 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
             labels=labels, central=central, inside={a: idx for a, b, idx in edge_groups if a == b},
             between=[(a, b, idx) for a, b, idx in edge_groups if a != b],
         )
+
+    def _attached(self, layer: Layer, level: int) -> list[np.ndarray] | None:
+        """The previous build's clusters of this level for an incremental update: a new node
+        joins the cluster with the nearest mean vector (what the mixture's argmax would do for
+        spherical components), clusters past twice ``cluster_size`` are halved. None when this
+        level did not exist before (cluster afresh)."""
+        if self.carrier is None:
+            return None
+        policy = AttachPolicy(max_size=2 * self.config.cluster_size)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy)
+        return None if grouping is None else grouping.groups
 
     def asks(self, layer: Layer, clustering: _LeanragClustering, level: int) -> list[Ask]:
         """Step 2 (Eq. 4): one call per cluster of two or more nodes; a singleton repeats its member."""
@@ -502,7 +519,8 @@ def _base_layer(graph: EntityGraph, models: BuildModels) -> Layer:
 
 
 def build_leanrag_hierarchy(
-    graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig()
+    graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig(),
+    carrier: LevelCarrier | None = None,
 ) -> HierarchyResult:
     """LeanRAG's aggregated-entity hierarchy over ``graph`` (see the module docstring).
 
@@ -518,7 +536,7 @@ def build_leanrag_hierarchy(
         "base_entities": len(graph),
         "config": {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()},
     })
-    return bottom_up_result(HIERARCHY, build_levels(_Leanrag(config, models), _base_layer(graph, models), models,
+    return bottom_up_result(HIERARCHY, build_levels(_Leanrag(config, models, carrier), _base_layer(graph, models), models,
                                                     stats))
 
 

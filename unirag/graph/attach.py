@@ -49,6 +49,22 @@ class AttachPolicy:
     threshold: float | None = None
     min_size: int = 1
     max_size: int | None = None
+    # A size rule other than a count (RAPTOR: the members' tokens); such groups are halved until it holds.
+    oversized: Callable[[np.ndarray], bool] | None = None
+
+    def too_big(self, group: np.ndarray) -> bool:
+        if self.oversized is not None:
+            return len(group) > 2 and self.oversized(group)
+        return self.max_size is not None and len(group) > self.max_size
+
+    def split(self, group: np.ndarray, vectors: np.ndarray) -> Groups:
+        """``group`` cut into parts that are not too big (balanced parts for a count limit)."""
+        if self.oversized is None:
+            return bisect(group, vectors, balanced_sizes(len(group), self.max_size or len(group)))
+        out: Groups = []
+        for part in bisect(group, vectors, balanced_sizes(len(group), -(-len(group) // 2))):
+            out.extend(self.split(part, vectors) if self.too_big(part) else [part])
+        return out
 
 
 @dataclass
@@ -63,6 +79,17 @@ class Grouping:
     groups: Groups
     origin: list[int | None]
     stats: dict[str, int] = field(default_factory=dict)
+
+
+def labels_of(groups: Groups, n: int) -> np.ndarray:
+    """A label per row: its group's index, or a label of its own (>= len(groups)) when ungrouped,
+    for algorithms whose later steps read labels rather than groups."""
+    labels = np.full(n, -1, dtype=np.int64)
+    for index, group in enumerate(groups):
+        labels[group] = index
+    alone = np.flatnonzero(labels < 0)
+    labels[alone] = len(groups) + np.arange(len(alone))
+    return labels
 
 
 def principal_direction(x: np.ndarray, iterations: int = 20) -> np.ndarray:
@@ -207,8 +234,8 @@ def carry_groups(
     out_origin: list[int | None] = []
     splits = dissolved = 0
     for g, o in zip(groups, origin):
-        if policy.max_size and len(g) > policy.max_size:
-            parts = bisect(g, vectors, balanced_sizes(len(g), policy.max_size))
+        if policy.too_big(g):
+            parts = policy.split(g, vectors)
             splits += 1
             out.extend(parts)
             out_origin.extend([o] + [None] * (len(parts) - 1))
@@ -221,43 +248,63 @@ def carry_groups(
     return Grouping(out, out_origin, stats)
 
 
-class LevelCarrier:
-    """Carries a previous bottom-up hierarchy through a rebuild, one level at a time.
+@dataclass(frozen=True)
+class PreviousNode:
+    """A record of the previous build as the update needs it: its id, its members one
+    level down, and the text a hierarchy compares new members with (HyGRAG: the summary)."""
 
-    The builder asks :meth:`grouping` for each level's groups instead of
-    clustering (None: that level did not exist before, so it clusters as a
-    full build does), builds the communities, and reports their ids with
-    :meth:`built`, so that the next level can follow renamed children.
+    id: str
+    children: tuple[str, ...]
+    text: str = ""
+
+
+class LevelCarrier:
+    """Carries a previous hierarchy through a rebuild, one level at a time (levels count up
+    from the leaves: 1 is the first level of records above them).
+
+    A layered builder asks :meth:`grouping` for each level's groups instead of
+    clustering (None: that level did not exist before, so it clusters as a full
+    build does), builds its records from them in order, and reports their ids
+    with :meth:`built`, so that the next level follows renamed children.
     """
 
-    def __init__(self, previous: Sequence[Any], known_leaves: set[str], policy: AttachPolicy) -> None:
-        self.policy = policy
-        self.by_level: dict[int, list[Any]] = {}
-        for community in previous:
-            self.by_level.setdefault(community.level, []).append(community)
+    def __init__(self, previous: dict[int, list[PreviousNode]], known_leaves: set[str]) -> None:
+        self.previous = previous
         self.known = set(known_leaves)
         self.renamed: dict[str, str] = {}
         self.stats: dict[str, int] = {}
+        self._last: tuple[int, Grouping] | None = None
+
+    def nodes(self, level: int) -> list[PreviousNode]:
+        """The previous build's records of ``level`` (empty when it had none)."""
+        return self.previous.get(level, [])
 
     def grouping(
-        self, level: int, layer_ids: Sequence[str], vectors: np.ndarray, adjacency: Any | None = None,
-        group_new: GroupNew | None = None, group_vectors: np.ndarray | None = None,
+        self, level: int, layer_ids: Sequence[str], vectors: np.ndarray, policy: AttachPolicy,
+        adjacency: Any | None = None, group_new: GroupNew | None = None,
+        group_vectors: np.ndarray | None = None,
     ) -> Grouping | None:
-        old = self.by_level.get(level)
+        """This level's groups over ``layer_ids`` rows, or None to cluster afresh.
+
+        ``group_vectors``: one row per previous record of this level (see
+        :func:`carry_groups`)."""
+        old = self.nodes(level)
         if not old:
+            self._last = None
             return None
-        previous = [[self.renamed.get(child, child) for child in community.children] for community in old]
-        result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, self.policy, group_new,
-                              group_vectors)
+        previous = [[self.renamed.get(child, child) for child in node.children] for node in old]
+        result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, policy, group_new, group_vectors)
         for key, value in result.stats.items():
             self.stats[key] = self.stats.get(key, 0) + value
+        self._last = (level, result)
         return result
 
-    def built(self, level: int, grouping: Grouping | None, ids: Sequence[str]) -> None:
-        """The ids the builder gave this level's groups (in grouping order)."""
-        old = self.by_level.get(level, [])
-        if grouping is None:
+    def built(self, level: int, ids: Sequence[str]) -> None:
+        """The ids the builder gave this level's records, in the order of its groups."""
+        if self._last is None or self._last[0] != level:
             self.renamed, self.known = {}, set()
             return
-        self.renamed = {old[o].id: ids[i] for i, o in enumerate(grouping.origin) if o is not None}
+        old, origin = self.nodes(level), self._last[1].origin
+        self.renamed = {old[o].id: ids[i] for i, o in enumerate(origin) if o is not None}
         self.known = set(self.renamed.values())
+        self._last = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from unirag.index.hierarchy_update import AttachPolicy, LevelCarrier, attach_targets, balanced_sizes, carry_groups
+from unirag.graph.attach import AttachPolicy, LevelCarrier, attach_targets, balanced_sizes, carry_groups
 
 
 def _unit(*rows: list[float]) -> np.ndarray:
@@ -78,18 +78,21 @@ def test_balanced_sizes() -> None:
 
 
 def test_a_carrier_follows_renamed_children_up_the_levels() -> None:
-    from unirag.index.hierarchy import Community
+    from unirag.graph.attach import PreviousNode
 
-    previous = [
-        Community("L1-a", "h", 1, ["a1", "a2", "a3"], ["a1", "a2", "a3"], parent="L2-x"),
-        Community("L1-b", "h", 1, ["b1", "b2"], ["b1", "b2"], parent="L2-x"),
-        Community("L2-x", "h", 2, ["L1-a", "L1-b"], ["a1", "a2", "a3", "b1", "b2"]),
-    ]
-    carrier = LevelCarrier(previous, KNOWN, AttachPolicy(threshold=0.65))
-    first = carrier.grouping(1, IDS, VECTORS)
+    previous = {
+        1: [PreviousNode("L1-a", ("a1", "a2", "a3")), PreviousNode("L1-b", ("b1", "b2"))],
+        2: [PreviousNode("L2-x", ("L1-a", "L1-b"))],
+    }
+    carrier = LevelCarrier(previous, KNOWN)
+    policy = AttachPolicy(threshold=0.65)
+    first = carrier.grouping(1, IDS, VECTORS, policy)
     assert first is not None and len(first.groups) == 3
-    carrier.built(1, first, ["L1-a'", "L1-b'", "L1-new"])
-    second = carrier.grouping(2, ["L1-a'", "L1-b'", "L1-new"], _unit([1, 0, 0], [0, 1, 0], [0.6, 0.6, 0.5]))
+    carrier.built(1, ["L1-a'", "L1-b'", "L1-new"])
+    second = carrier.grouping(2, ["L1-a'", "L1-b'", "L1-new"], _unit([1, 0, 0], [0, 1, 0], [0.6, 0.6, 0.5]),
+                              AttachPolicy())
     # The renamed communities stay in their parent; the new one is attached to it as well (nearest).
     assert second is not None and [g.tolist() for g in second.groups] == [[0, 1, 2]]
-    assert carrier.grouping(3, ["x"], _unit([1, 0, 0])) is None
+    carrier.built(2, ["L2-x'"])
+    assert carrier.grouping(3, ["L2-x'"], _unit([1, 0, 0]), policy) is None
+    assert carrier.stats["attached"] == 3 and carrier.stats["new_groups"] == 1
