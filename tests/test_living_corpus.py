@@ -274,3 +274,100 @@ def test_cli_documents_delete_and_stale_stats(tmp_path: Path) -> None:
     result = runner.invoke(app, ["query", "Where is Perth?", "-w", str(root), "-m", "vanilla", "--retrieve-only",
                                  "--no-build"])
     assert result.exit_code != 0 and "chunk_vectors" in result.stderr and "--no-build" in result.stderr
+
+
+# -- attaching instead of re-clustering (index.update: attach) ------------------------------------
+
+ATTACHED = ("communities:archrag", "communities:hygrag", "communities:leanrag", "tree")
+C = [{"title": "Warsaw Uprising", "text": "The Warsaw Uprising of 1944 was fought in Warsaw, the capital of Poland."}]
+
+
+def _attach_workspace(root: Path) -> Workspace:
+    """A workspace whose small insert stays within index.rebuild_share, so hierarchies are carried."""
+    root.mkdir(parents=True)
+    (root / "unirag.yaml").write_text("index:\n  rebuild_share: 1.0\n", encoding="utf-8")
+    return Workspace.init(root)
+
+
+def _assert_hierarchies_whole(ws: Workspace) -> None:
+    """Invariants an attached hierarchy keeps: every entity (HyGRAG: node) in exactly one community
+    per level where the algorithm places all, at most one elsewhere; children exist one level down;
+    every id refers to something stored."""
+    graph = GraphStore(ws).load_graph()
+    chunks = set(ws.chunk_ids())
+    store = CommunityStore(ws)
+    for name in ("archrag", "hygrag", "leanrag"):
+        communities = store.load(name)
+        by_level: dict[int, list[Any]] = {}
+        for community in communities:
+            by_level.setdefault(community.level, []).append(community)
+        for level, members in by_level.items():
+            seen = [e for c in members for e in c.entities]
+            assert len(seen) == len(set(seen)), (name, level, "an entity in two communities")
+            assert set(seen) <= set(graph.entities), (name, level, "a dangling entity id")
+            if name in ("hygrag", "leanrag") and level == 1:
+                assert set(seen) == set(graph.entities), (name, "an entity without a community")
+            below = {c.id for c in by_level.get(level - 1, [])} if level > 1 else set(graph.entities) | chunks
+            for community in members:
+                assert set(community.children) <= below, (name, level, "a dangling child")
+                assert set(community.chunks) <= chunks, (name, level, "a dangling chunk")
+    nodes = GraphStore(ws).load_tree()
+    ids = {node[0] for node in nodes}
+    assert {node[0] for node in nodes if node[1] == 0} == chunks
+    assert all(set(node[3]) <= ids for node in nodes)
+
+
+def test_a_small_insert_attaches_and_keeps_every_hierarchy_whole(tmp_path: Path) -> None:
+    ws = _attach_workspace(tmp_path / "ws")
+    first = _index(ws, [_write(tmp_path / "a.json", A)])
+    grown = _index(ws, [_write(tmp_path / "c.json", C)])
+    manifest = ws.manifest()
+    for name in ATTACHED:
+        assert manifest[name]["update"]["mode"] == "attach", name
+        assert manifest[name]["update"]["changed"] > 0, name
+    assert manifest["communities:graphrag"]["update"]["mode"] == "rebuild"
+    _assert_hierarchies_whole(ws)
+    assert not ws.stale_artifacts()
+    # Only communities whose members or member texts changed were asked again.
+    assert grown.ledger.total().llm_calls < first.ledger.total().llm_calls
+    ws.close()
+
+
+def test_attached_insert_then_delete_equals_never_inserted(tmp_path: Path) -> None:
+    alone = _attach_workspace(tmp_path / "alone")
+    _index(alone, [_write(tmp_path / "a.json", A)])
+    expected = snapshot(alone)
+    alone.close()
+    ws = _attach_workspace(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    _index(ws, [_write(tmp_path / "c.json", C)])
+    assert ws.manifest()["communities:hygrag"]["update"]["mode"] == "attach"
+    _delete(ws, [str(tmp_path / "c.json")])
+    after = snapshot(ws)
+    for key in expected:
+        assert after[key] == expected[key], key
+    ws.close()
+
+
+def test_update_rebuild_setting_clusters_afresh(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "unirag.yaml").write_text("index:\n  update: rebuild\n", encoding="utf-8")
+    ws = Workspace.init(root)
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    _index(ws, [_write(tmp_path / "c.json", C)])
+    assert {ws.manifest()[name]["update"]["mode"] for name in ATTACHED} == {"rebuild"}
+    ws.close()
+
+
+def test_a_lost_leaf_list_means_a_full_build(tmp_path: Path) -> None:
+    from unirag.graph.incremental import leaves_path
+
+    ws = _attach_workspace(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    leaves_path(ws, "communities:archrag").unlink()
+    assert "communities:archrag" in ws.stale_artifacts()  # its file record says it is damaged
+    _index(ws, [_write(tmp_path / "c.json", C)])
+    assert ws.manifest()["communities:archrag"]["update"]["reason"] == "no leaf list from the last build"
+    _assert_hierarchies_whole(ws)
+    ws.close()

@@ -182,6 +182,16 @@ class IndexSettings(_Section):
         description="community summaries/reports: llm, or extractive (zero-LLM: built from member descriptions); "
         "auto = llm when a chat endpoint is configured, else extractive",
     )
+    update: Literal["attach", "rebuild"] = Field(
+        "attach",
+        description="after a corpus change: attach new leaves to the last build's communities and re-summarise "
+        "only what changed (attach), or cluster every hierarchy afresh (rebuild); GraphRAG always re-clusters",
+    )
+    rebuild_share: float = Field(
+        0.2, ge=0, le=1,
+        description="with update: attach, cluster afresh once the leaves added or removed since the last full "
+        "build exceed this share of it",
+    )
     graphrag: dict[str, Any] = Field(default_factory=dict, description="hierarchical Leiden + reports")
     archrag: dict[str, Any] = Field(default_factory=dict, description="attributed communities")
     chnsw: dict[str, Any] = Field(default_factory=dict, description="ArchRAG's C-HNSW (m, ef_construction)")

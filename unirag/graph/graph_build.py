@@ -152,16 +152,29 @@ def build_tree_artifact(
                           "chat": chat.name if chat is not None else "extractive"})
     if workspace.is_current(name, inputs):
         return False
+    from unirag.graph.attach import PreviousNode
+    from unirag.graph.incremental import plan_update
+
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
+    stored = store.load_tree(name) if workspace.manifest_entry(name) else []
+    previous: dict[int, list[PreviousNode]] = {}
+    for node_id, layer, text, children, _ in stored:
+        if layer > 0:
+            previous.setdefault(layer, []).append(PreviousNode(node_id, tuple(children), text))
+    identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
+                "embedder": models.embedder.name}
+    plan = plan_update(workspace, settings, name, identity, [leaf[0] for leaf in leaves], lambda: previous,
+                       known=[node_id for node_id, layer, *_ in stored if layer == 0])
     result = build_tree(leaves, BuildModels(chat, models.embedder, settings.concurrency, settings.chat.temperature,
-                                            progress), config)
+                                            progress), config, plan.carrier)
     store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name)
     layers: dict[int, int] = {}
     for node in result.nodes:
         layers[node.layer] = layers.get(node.layer, 0) + 1
     workspace.set_manifest_entry(name, {
         "config": ts.model_dump(), "inputs": inputs, "count": len(result.nodes),
-        "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats,
+        "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats, "identity": identity,
+        "update": plan.to_json(),
     })
     return True

@@ -236,6 +236,9 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     return to_entity_graph(merged, vectors)
 
 
+MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier, or None to cluster afresh
+
+
 def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.graphrag_communities import (
         GraphragCommunityConfig,
@@ -243,18 +246,25 @@ def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     )
 
     config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
-    return config, lambda: build_graphrag_communities(
-        _load_entity_graph(ctx, with_vectors=False), summary_models(ctx), config
-    )
+
+    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        graph = _load_entity_graph(ctx, with_vectors=False)
+        make_carrier(graph.ids)  # GraphRAG re-clusters: unchanged communities' reports come from the cache
+        return build_graphrag_communities(graph, summary_models(ctx), config), graph.ids
+
+    return config, run
 
 
 def _run_archrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.archrag import ArchragConfig, build_archrag_communities
 
     config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
-    return config, lambda: build_archrag_communities(
-        _load_entity_graph(ctx, with_vectors=True), summary_models(ctx), config
-    )
+
+    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        graph = _load_entity_graph(ctx, with_vectors=True)
+        return build_archrag_communities(graph, summary_models(ctx), config, make_carrier(graph.ids)), graph.ids
+
+    return config, run
 
 
 def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
@@ -268,14 +278,14 @@ def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
     config = hierarchy_config(ctx.settings, "hygrag", HygragConfig, preset)
 
-    def run() -> Any:
+    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
         chunk_ids, chunk_vectors = load_vectors(ctx.workspace, "chunk_vectors", "chunk_vectors")
         texts = {chunk.id: chunk.indexed_text for chunk in ctx.workspace.iter_chunks()}
         hybrid = hybrid_graph_from(
             _load_entity_graph(ctx, with_vectors=True), list(chunk_ids), [texts[c] for c in chunk_ids],
             np.asarray(chunk_vectors, dtype=np.float32), ctx.store.load_chunk_links("hybrid"),
         )
-        result = build_hygrag_index(hybrid, summary_models(ctx), config)
+        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids))
         # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): index them too.
         z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
                                        config.propagation_self_weight)
@@ -285,7 +295,7 @@ def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
                                                                                                   "entity_vectors")}),
             ctx.models.embedder.name, ctx.progress,
         )
-        return result
+        return result, hybrid.node_ids
 
     return config, run
 
@@ -294,9 +304,24 @@ def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.leanrag import LeanragConfig, build_leanrag_hierarchy
 
     config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
-    return config, lambda: build_leanrag_hierarchy(
-        _load_entity_graph(ctx, with_vectors=True), summary_models(ctx), config
-    )
+
+    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        graph = _load_entity_graph(ctx, with_vectors=True)
+        return build_leanrag_hierarchy(graph, summary_models(ctx), config, make_carrier(graph.ids)), graph.ids
+
+    return config, run
+
+
+def _previous_nodes(ctx: BuildContext, name: str) -> dict[int, list[Any]]:
+    """The last build's communities of hierarchy ``name`` by level, as the attach step reads them."""
+    from unirag.graph.attach import PreviousNode
+    from unirag.index.community_store import CommunityStore
+
+    nodes: dict[int, list[Any]] = {}
+    for community in CommunityStore(ctx.workspace).load(name):
+        nodes.setdefault(community.level, []).append(
+            PreviousNode(community.id, tuple(community.children), community.summary))
+    return nodes
 
 
 _HIERARCHY_RUNNERS = {"graphrag": _run_graphrag, "archrag": _run_archrag, "hygrag": _run_hygrag,
@@ -332,14 +357,30 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
         })
         if ctx.workspace.is_current(key, inputs):
             return False
+        from unirag.graph.incremental import UpdatePlan, plan_update, record_leaves
+
         started = time.perf_counter()
-        result = run()
+        identity = {"config": _config_dict(config), "chat": getattr(summary_chat(ctx), "name", "extractive"),
+                    "embedder": ctx.models.embedder.name}
+        plans: list[UpdatePlan] = []
+
+        def make_carrier(leaves: list[str]) -> Any:
+            if base == "graphrag":
+                plans.append(UpdatePlan(None, "GraphRAG re-clusters with Leiden", len(leaves), 0))
+            else:
+                plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves,
+                                         lambda: _previous_nodes(ctx, name)))
+            return plans[-1].carrier
+
+        result, leaves = run(make_carrier)
         CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
+        files = [] if base == "graphrag" else [record_leaves(ctx.workspace, key, leaves)]
         ctx.workspace.set_manifest_entry(key, {
             "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
             "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-            "links": len(result.links), "stats": result.stats, "seconds": round(time.perf_counter() - started, 3),
-        })
+            "links": len(result.links), "stats": result.stats, "identity": identity,
+            "update": plans[-1].to_json() if plans else None, "seconds": round(time.perf_counter() - started, 3),
+        }, files=files)
         return True
 
     return build
