@@ -389,3 +389,46 @@ def test_duplicate_edges_and_odd_weights_still_link():
     assert elements.degrees.tolist() == [3, 3, 3, 4, 4, 3, 3, 3]  # distinct neighbours
     context = build_report_context(elements, range(4), 1000)
     assert len(context.edges) == 8  # 6 clique edges + 2 repeated relationships, each with its own text
+
+
+# -- carrying communities across a corpus change ------------------------------------------------
+
+
+def _cliques(sizes: list[int], extra: list[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    edges, start = [], 0
+    for size in sizes:
+        edges += [(start + i, start + j) for i in range(size) for j in range(i + 1, size)]
+        start += size
+    return edges + list(extra)
+
+
+def test_carried_leiden_attaches_new_entities_by_neighbours_and_keeps_the_rest() -> None:
+    from unirag.index.graphrag_communities import carried_leiden
+
+    before = make_graph(8, _cliques([4, 4], [(0, 4)]))
+    previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
+    roots = sorted(sorted(c.entities) for c in previous if c.level == 0)
+    assert roots == [["e0", "e1", "e2", "e3"], ["e4", "e5", "e6", "e7"]]
+    # e8 joins the second clique; e9-e10 are a new component of their own; e3 is gone.
+    after = EntityGraph(
+        ids=[f"e{i}" for i in range(11) if i != 3], names=[f"N{i}" for i in range(11) if i != 3],
+        types=["thing"] * 10, descriptions=["d"] * 10, chunk_ids=[["c"]] * 10,
+        edges=np.array([(0, 1), (0, 2), (1, 2), (0, 3), (3, 4), (3, 5), (3, 6), (4, 5), (4, 6), (5, 6),
+                        (7, 3), (7, 4), (8, 9)], dtype=np.int64),
+        weights=np.ones(13), relation_texts=["r"] * 13,
+    )
+    levels, stats = carried_leiden(after, previous)
+    groups = sorted(sorted(after.ids[r] for r in c.rows) for c in levels[0])
+    assert groups == [["e0", "e1", "e2"], ["e10", "e9"], ["e4", "e5", "e6", "e7", "e8"]]
+    assert stats == {"detached": 1, "attached": 1, "new_roots": 1, "splits": 0}
+
+
+def test_carried_leiden_splits_a_root_that_grew_past_the_cap() -> None:
+    from unirag.index.graphrag_communities import carried_leiden
+
+    before = make_graph(4, _cliques([4]))
+    previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
+    grown = make_graph(8, _cliques([4, 4], [(0, 4), (1, 5)]))
+    levels, stats = carried_leiden(grown, previous, max_cluster_size=5)
+    assert len(levels[0]) == 1 and len(levels[0][0].rows) == 8  # the new clique joined through its links
+    assert stats["splits"] == 1 and sorted(len(c.rows) for c in levels[1]) == [4, 4]

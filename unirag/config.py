@@ -185,7 +185,7 @@ class IndexSettings(_Section):
     update: Literal["attach", "rebuild"] = Field(
         "attach",
         description="after a corpus change: attach new leaves to the last build's communities and re-summarise "
-        "only what changed (attach), or cluster every hierarchy afresh (rebuild); GraphRAG always re-clusters",
+        "only what changed (attach), or cluster every hierarchy afresh (rebuild)",
     )
     rebuild_share: float = Field(
         0.2, ge=0, le=1,

@@ -46,6 +46,7 @@ class AttachPolicy:
     """
 
     by_neighbours: bool = False
+    by_similarity: bool = True  # False: a member without graph neighbours in any group is not attached
     threshold: float | None = None
     min_size: int = 1
     max_size: int | None = None
@@ -159,18 +160,40 @@ def attach_targets(
         return target
     membership = _membership(groups, len(vectors))
     if policy.by_neighbours and adjacency is not None:
-        counts = (adjacency[new_rows] @ membership).tocsr()
-        best = np.asarray(counts.argmax(axis=1)).reshape(-1)
-        has = np.asarray(counts.max(axis=1).todense()).reshape(-1) > 0
-        target[has] = best[has]
+        target = _attach_by_neighbours(new_rows, groups, adjacency)
     rest = np.flatnonzero(target < 0)
-    if len(rest):
+    if len(rest) and policy.by_similarity:
         compare = group_vectors if group_vectors is not None else _centroids(vectors, membership)
         sims = np.asarray(vectors[new_rows[rest]], dtype=np.float32) @ np.asarray(compare, dtype=np.float32).T
         best = sims.argmax(axis=1)
         ok = np.ones(len(rest), dtype=bool) if policy.threshold is None else (
             sims[np.arange(len(rest)), best] >= policy.threshold)
         target[rest[ok]] = best[ok]
+    return target
+
+
+def _attach_by_neighbours(new_rows: np.ndarray, groups: Groups, adjacency: Any) -> np.ndarray:
+    """The group holding most of each new row's neighbours, in rounds: a new row linked only to
+    other new rows joins once they have joined (as far as the links reach). -1: no neighbour."""
+    from scipy.sparse import csr_matrix
+
+    n = adjacency.shape[0]
+    owner = np.full(n, -1, dtype=np.int64)
+    for index, group in enumerate(groups):
+        owner[group] = index
+    target = np.full(len(new_rows), -1, dtype=np.int64)
+    pending = np.arange(len(new_rows))
+    while len(pending):
+        placed = np.flatnonzero(owner >= 0)
+        onehot = csr_matrix((np.ones(len(placed)), (placed, owner[placed])), shape=(n, len(groups)))
+        counts = (adjacency[new_rows[pending]] @ onehot).tocsr()
+        has = np.asarray(counts.max(axis=1).todense()).reshape(-1) > 0
+        if not has.any():
+            break
+        best = np.asarray(counts.argmax(axis=1)).reshape(-1)
+        target[pending[has]] = best[has]
+        owner[new_rows[pending[has]]] = best[has]
+        pending = pending[~has]
     return target
 
 

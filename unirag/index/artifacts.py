@@ -248,9 +248,11 @@ def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        from unirag.index.community_store import CommunityStore
+
         graph = _load_entity_graph(ctx, with_vectors=False)
-        make_carrier(graph.ids)  # GraphRAG re-clusters: unchanged communities' reports come from the cache
-        return build_graphrag_communities(graph, summary_models(ctx), config), graph.ids
+        previous = CommunityStore(ctx.workspace).load("graphrag") if make_carrier(graph.ids) is not None else None
+        return build_graphrag_communities(graph, summary_models(ctx), config, previous), graph.ids
 
     return config, run
 
@@ -365,16 +367,13 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
         plans: list[UpdatePlan] = []
 
         def make_carrier(leaves: list[str]) -> Any:
-            if base == "graphrag":
-                plans.append(UpdatePlan(None, "GraphRAG re-clusters with Leiden", len(leaves), 0))
-            else:
-                plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves,
-                                         lambda: _previous_nodes(ctx, name)))
+            plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves,
+                                     lambda: _previous_nodes(ctx, name)))
             return plans[-1].carrier
 
         result, leaves = run(make_carrier)
         CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
-        files = [] if base == "graphrag" else [record_leaves(ctx.workspace, key, leaves)]
+        files = [record_leaves(ctx.workspace, key, leaves)]
         ctx.workspace.set_manifest_entry(key, {
             "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
             "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},

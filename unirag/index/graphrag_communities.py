@@ -82,7 +82,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -250,6 +250,104 @@ def hierarchical_leiden(
             for i, rows in enumerate(level_rows)
         ])
     return out
+
+
+def carried_leiden(
+    graph: EntityGraph, previous: Sequence[Community], max_cluster_size: int = 10, seed: int = DEFAULT_SEED,
+    resolution: float = 1.0, iterations: int = 2,
+) -> tuple[list[list[LeidenCommunity]], dict[str, int]]:
+    """The previous hierarchy over the current ``graph``, new entities attached (incremental update).
+
+    Why: Leiden is not stable under small changes; re-clustering after a 1 %
+    insert re-asked about a fifth of GraphRAG's reports on 500 2Wiki passages.
+    Here gone entities leave their communities; a new entity joins, level by
+    level, the community (among the children of the one it joined above)
+    holding most of its relationship neighbours, else the largest; new
+    entities with no neighbour in any root community form roots of their own
+    (one per connected component among them). A community that is split no
+    more but now exceeds ``max_cluster_size`` is split by Leiden, as a full
+    build would. Reports follow as usual: unchanged communities hit the cache.
+    """
+    from scipy.sparse import coo_matrix
+
+    from unirag.graph.attach import AttachPolicy, attach_targets
+
+    n = len(graph)
+    row = {entity: i for i, entity in enumerate(graph.ids)}
+    edges, weights = _leiden_edges(graph)
+    adjacency = coo_matrix((np.concatenate([weights, weights]), (np.concatenate([edges[:, 0], edges[:, 1]]),
+                                                                   np.concatenate([edges[:, 1], edges[:, 0]]))),
+                           shape=(n, n)).tocsr()
+    by_id = {c.id: c for c in previous}
+    placed = np.zeros(n, dtype=bool)
+    stats = {"detached": 0, "attached": 0, "new_roots": 0, "splits": 0}
+
+    def rows_of(community: Community) -> np.ndarray:
+        rows = [row[e] for e in community.entities if e in row]
+        stats["detached"] += len(community.entities) - len(rows)
+        return np.array(sorted(rows), dtype=np.int64)
+
+    # Level 0: the previous roots, then new entities by neighbours, then new roots.
+    roots = [c for c in previous if c.level == 0 and c.parent is None]
+    groups = [rows_of(c) for c in roots]
+    origin: list[Community | None] = list(roots)
+    for g in groups:
+        placed[g] = True
+    new_rows = np.flatnonzero(~placed)
+    target = attach_targets(new_rows, groups, np.zeros((n, 1), np.float32), adjacency,
+                            AttachPolicy(by_neighbours=True, by_similarity=False))
+    stats["attached"] += int((target >= 0).sum())
+    for g in np.unique(target[target >= 0]).tolist():
+        groups[g] = np.sort(np.concatenate([groups[g], new_rows[target == g]]))
+    alone = new_rows[target < 0]
+    if len(alone):
+        from scipy.sparse.csgraph import connected_components
+
+        _, labels = connected_components(adjacency[alone][:, alone], directed=False)
+        for label in range(int(labels.max()) + 1):
+            groups.append(alone[labels == label])
+            origin.append(None)
+            stats["new_roots"] += 1
+    levels: list[list[tuple[np.ndarray, Community | None, int | None]]] = [
+        [(g, o, None) for g, o in zip(groups, origin) if len(g)]]
+    while levels[-1]:
+        below: list[tuple[np.ndarray, Community | None, int | None]] = []
+        for parent_index, (rows, community, _) in enumerate(levels[-1]):
+            kids = [by_id[c] for c in (community.children if community else []) if c in by_id]
+            if kids:
+                parts = [rows_of(kid) for kid in kids]
+                inside = np.zeros(n, dtype=bool)
+                for part in parts:
+                    inside[part] = True
+                extra = rows[~inside[rows]]  # members new to this community
+                if len(extra):
+                    target = attach_targets(extra, parts, np.zeros((n, 1), np.float32), adjacency,
+                                            AttachPolicy(by_neighbours=True, by_similarity=False))
+                    target[target < 0] = int(np.argmax([len(part) for part in parts]))
+                    for g in np.unique(target).tolist():
+                        parts[g] = np.sort(np.concatenate([parts[g], extra[target == g]]))
+                kept = [(part, kid) for part, kid in zip(parts, kids) if len(part)]
+                if len(kept) > 1:
+                    below += [(part, kid, parent_index) for part, kid in kept]
+                continue
+            if len(rows) > max_cluster_size and len(levels) < 64:
+                ids = _edges_by_group([rows], n, edges)[0]
+                parts = _split(rows, edges[ids], weights[ids], seed, resolution, iterations)
+                if len(parts) > 1:
+                    stats["splits"] += 1
+                    below += [(part, None, parent_index) for part in parts]
+        if not below:
+            break
+        levels.append(below)
+    out: list[list[LeidenCommunity]] = []
+    for depth, level in enumerate(levels):
+        children: dict[int, list[int]] = {}
+        if depth + 1 < len(levels):
+            for child, (_, _, parent) in enumerate(levels[depth + 1]):
+                children.setdefault(int(parent), []).append(child)  # type: ignore[arg-type]
+        out.append([LeidenCommunity(level=depth, index=i, rows=tuple(int(r) for r in rows), parent=parent,
+                                    children=tuple(children.get(i, ()))) for i, (rows, _, parent) in enumerate(level)])
+    return out, stats
 
 
 def level_partition(levels: Sequence[Sequence[LeidenCommunity]], level: int) -> list[LeidenCommunity]:
@@ -698,7 +796,8 @@ def _report_round(
 
 
 def build_graphrag_communities(
-    graph: EntityGraph, models: BuildModels, config: GraphragCommunityConfig = GraphragCommunityConfig()
+    graph: EntityGraph, models: BuildModels, config: GraphragCommunityConfig = GraphragCommunityConfig(),
+    previous: Sequence[Community] | None = None,
 ) -> HierarchyResult:
     """GraphRAG's community hierarchy with one report per community; see the module docstring.
 
@@ -717,9 +816,18 @@ def build_graphrag_communities(
     ``max_context_tokens_used``.
     """
     config.validate()
-    levels = hierarchical_leiden(
-        graph, config.max_cluster_size, config.seed, config.resolution, config.max_levels, config.leiden_iterations
-    )
+    update: dict[str, Any] | None = None
+    if previous:  # an incremental update: carry the last build's communities (see carried_leiden)
+        levels, update = carried_leiden(graph, previous, config.max_cluster_size, config.seed, config.resolution,
+                                        config.leiden_iterations)
+        levels = levels[: config.max_levels]
+        if levels:
+            levels[-1] = [replace(c, children=()) for c in levels[-1]]
+    else:
+        levels = hierarchical_leiden(
+            graph, config.max_cluster_size, config.seed, config.resolution, config.max_levels,
+            config.leiden_iterations,
+        )
     nodes = _nodes(graph, levels)
     counts: Counter[str] = Counter(substituted=0, truncated=0, max_context_tokens_used=0, repaired_reports=0)
     if nodes:
@@ -736,6 +844,7 @@ def build_graphrag_communities(
                 1 for node in nodes if not node.children and len(node.rows) > config.max_cluster_size
             ),
             **counts,
+            **({"update": {"mode": "attach", **update}} if update is not None else {}),
         },
     )
     for depth in range(len(levels)):
