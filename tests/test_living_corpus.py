@@ -370,3 +370,39 @@ def test_a_lost_leaf_list_means_a_full_build(tmp_path: Path) -> None:
     assert ws.manifest()["communities:archrag"]["update"]["reason"] == "no leaf list from the last build"
     _assert_hierarchies_whole(ws)
     ws.close()
+
+
+def _index_with(ws: Workspace, sources: list[Path], chat: Any) -> Any:
+    settings = make_settings(ws.root, graph__extractor="llm", concurrency=1, index__summarizer="llm")
+    needs = [name for method in METHODS for name in resolve_method(method).requires()]
+    stack = fake_stack(settings, ws, chat=chat, embedder=HashEmbedder())
+    return run_index(ws, sources, settings, stack, graphs=[], artifacts=ARTIFACTS + needs)
+
+
+@pytest.mark.parametrize("kill_at", [1, 4, 9])
+def test_a_killed_attached_insert_resumes_to_the_same_state_without_repeating_calls(
+        tmp_path: Path, kill_at: int) -> None:
+    a, c = _write(tmp_path / "a.json", A), _write(tmp_path / "c.json", C)
+    clean = _attach_workspace(tmp_path / "clean")
+    _index_with(clean, [a], ScriptedChat())
+    uninterrupted = ScriptedChat()
+    _index_with(clean, [c], uninterrupted)
+    expected = snapshot(clean)
+    clean.close()
+    stages = [request.stage for request in uninterrupted.requests]
+    assert len(stages) >= 9 and stages[3].startswith("index.")  # the kills land in extraction and in summaries
+
+    ws = _attach_workspace(tmp_path / "ws")
+    _index_with(ws, [a], ScriptedChat())
+    dying = ScriptedChat(fail_on={kill_at: KeyboardInterrupt()})
+    with pytest.raises(KeyboardInterrupt):
+        _index_with(ws, [c], dying)
+    resumed = ScriptedChat()
+    _index_with(ws, [c], resumed)
+    assert not ws.stale_artifacts()
+    after = snapshot(ws)
+    for key in expected:
+        assert after[key] == expected[key], key
+    # Every call the killed run finished came from the cache on the resumed run.
+    assert len(dying.requests) - 1 + len(resumed.requests) == len(uninterrupted.requests)
+    ws.close()
