@@ -65,6 +65,19 @@ def embed_in_length_order(
     return normalise_rows(vectors)
 
 
+def _previous_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[list[str], np.ndarray] | None:
+    """The artifact's stored ids and vectors when they are whole (an in-place update starts from
+    them), else None: a damaged artifact is rebuilt whole."""
+    entry = workspace.manifest_entry(key)
+    if entry is None or (workspace.artifact_problem(key) or "").startswith("damaged"):
+        return None
+    vectors_path, hnsw_path = vector_paths(workspace, file_stem)
+    try:
+        return HnswIndex.load_ids(hnsw_path), np.load(vectors_path, mmap_mode="r")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def save_vector_artifact(
     workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], vectors: np.ndarray,
     inputs: str, config: dict, started: float, progress: Progress,
@@ -72,10 +85,17 @@ def save_vector_artifact(
     """Write the vectors and their HNSW index, then the manifest entry (last, so
     a crash in between leaves the artifact marked stale, never half-written)."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
+    index = None
+    previous = _previous_vectors(workspace, key, file_stem)
+    if previous is not None:
+        with progress.task(f"updating HNSW index in place ({key})"):
+            index = HnswIndex.updated(hnsw_path, previous[0], previous[1], list(ids), vectors)
     with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
         np.save(handle, vectors)
-    with progress.task(f"building HNSW index ({key})"):
-        HnswIndex.build(vectors, list(ids)).save(hnsw_path)
+    if index is None:
+        with progress.task(f"building HNSW index ({key})"):
+            index = HnswIndex.build(vectors, list(ids))
+    index.save(hnsw_path)
     workspace.set_manifest_entry(key, {
         "config": {"index": "hnsw", "space": "cosine", **config},
         "inputs": inputs,

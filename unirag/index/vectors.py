@@ -1,7 +1,10 @@
 """HNSW vector index (hnswlib) over L2-normalised vectors, inner-product space.
 
-Labels are row numbers; the caller keeps the row -> id mapping next to the
-index file. Scores returned are cosine similarities (1 - hnswlib's distance).
+Labels are row numbers of the artifact's vectors when the index is built
+whole. After an in-place update (:meth:`HnswIndex.updated`: rows added,
+removed rows marked deleted, as hnswlib allows) labels and rows differ, and
+the label -> row map is saved beside the index with the row -> id map.
+Scores returned are cosine similarities (1 - hnswlib's distance).
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from unirag.workspace import atomic_path, atomic_write_bytes
 class HnswIndex:
     """Build once, save to the workspace, load once per process, search many times."""
 
-    def __init__(self, index: Any, ids: list[str], dim: int) -> None:
+    def __init__(self, index: Any, ids: list[str], dim: int, labels: list[int] | None = None) -> None:
         self._index = index
-        self.ids = ids
+        self.ids = ids  # row -> id, the artifact's row order
         self.dim = dim
+        # label -> row (-1: deleted); None when labels are rows (a whole build)
+        self.labels = labels
+        self._label_ids = ids if labels is None else [ids[row] if row >= 0 else "" for row in labels]
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: list[str], m: int = 16, ef_construction: int = 200) -> HnswIndex:
@@ -42,19 +48,65 @@ class HnswIndex:
         """The row -> id map saved beside the index at ``path``."""
         return path.with_suffix(".ids.json")
 
+    @classmethod
+    def updated(cls, path: Path, old_ids: list[str], old_vectors: np.ndarray, ids: list[str], vectors: np.ndarray,
+                max_deleted_share: float = 0.25) -> HnswIndex | None:
+        """The index saved at ``path`` (over ``old_ids``/``old_vectors``) brought to ``ids``/``vectors``
+        in place: rows whose id and vector are unchanged keep their label, the others are marked
+        deleted and the new ones added. None when a whole build is the better choice: no usable
+        saved index, another dimension, or deleted labels would pass ``max_deleted_share``
+        (they still cost search time, so the index is compacted by rebuilding it then)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        try:
+            old = cls.load(path)
+        except (OSError, ValueError, RuntimeError, KeyError):
+            return None
+        if old.ids != list(old_ids) or not len(ids) or old.dim != vectors.shape[1] or old_vectors.shape[0] != len(old_ids):
+            return None
+        old_row = {item: row for row, item in enumerate(old_ids)}
+        new_rows = np.arange(len(ids))
+        matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
+        has = matched >= 0
+        same = np.zeros(len(ids), dtype=bool)
+        same[has] = np.all(np.asarray(old_vectors[matched[has]], dtype=np.float32) == vectors[has], axis=1)
+        old_labels = np.asarray(old.labels if old.labels is not None else range(len(old_ids)), dtype=np.int64)
+        label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
+        live = np.flatnonzero(old_labels >= 0)
+        label_of_row[old_labels[live]] = live
+        keep_rows = matched[same]
+        dropped = np.setdiff1d(label_of_row, label_of_row[keep_rows])
+        added = new_rows[~same]
+        total = len(old_labels) + len(added)
+        if (np.count_nonzero(old_labels < 0) + len(dropped)) > max_deleted_share * total:
+            return None
+        labels = np.full(total, -1, dtype=np.int64)
+        labels[label_of_row[keep_rows]] = new_rows[same]
+        fresh = np.arange(len(old_labels), total, dtype=np.int64)
+        labels[fresh] = added
+        old._index.resize_index(max(1, total))
+        for label in dropped.tolist():
+            old._index.mark_deleted(int(label))
+        if len(added):
+            old._index.add_items(vectors[added], fresh, num_threads=-1)
+        return cls(old._index, list(ids), old.dim, labels.tolist())
+
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             self._index.save_index(str(tmp))
-        atomic_write_bytes(self.ids_path(path), json.dumps({"dim": self.dim, "ids": self.ids}).encode())
+        meta: dict[str, Any] = {"dim": self.dim, "ids": self.ids}
+        if self.labels is not None:
+            meta["labels"] = self.labels
+        atomic_write_bytes(self.ids_path(path), json.dumps(meta).encode())
 
     @classmethod
     def load(cls, path: Path) -> HnswIndex:
         import hnswlib
 
         meta = json.loads(cls.ids_path(path).read_text())
+        labels = meta.get("labels")
         index = hnswlib.Index(space="ip", dim=meta["dim"])
-        index.load_index(str(path), max_elements=max(1, len(meta["ids"])))
-        return cls(index, meta["ids"], meta["dim"])
+        index.load_index(str(path), max_elements=max(1, len(labels if labels is not None else meta["ids"])))
+        return cls(index, meta["ids"], meta["dim"], labels)
 
     @staticmethod
     def load_ids(path: Path) -> list[str]:
@@ -75,6 +127,6 @@ class HnswIndex:
         self._index.set_ef(max(64, 2 * k))
         labels, distances = self._index.knn_query(query, k=k)
         return [
-            [(self.ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)]
+            [(self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)]
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
