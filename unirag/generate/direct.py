@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from unirag.generate.plan import AnswerPlan
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
@@ -47,14 +48,17 @@ def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> st
     return format_context(state.items, max(budget, 0), settings.chunking.encoding)
 
 
-def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
-    """Returns (answer, raw model output)."""
+def plan_direct(state: QueryState, prompt: str, use_context: bool = True) -> AnswerPlan:
+    """The one request of direct generation: the prompt with the question and the fitted context."""
     settings = state.resources.settings
     template = load_prompt(prompt)
     fields = {"question": state.question}
     if use_context:
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
-    request = template.request("query.generate", max_tokens=settings.chat.max_tokens,
-                               temperature=settings.chat.temperature, **fields)
-    raw = state.models.chat.complete(request).text
-    return extract_answer(raw), raw
+    return AnswerPlan(template.request("query.generate", max_tokens=settings.chat.max_tokens,
+                                       temperature=settings.chat.temperature, **fields))
+
+
+def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
+    """Returns (answer, raw model output)."""
+    return plan_direct(state, prompt, use_context).complete(state.models.chat)
