@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
-from unirag.generate.plan import AnswerPlan
+from unirag.generate.plan import AnswerPlan, extract_answer  # noqa: F401 (callers import extract_answer from here)
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
 # Room left in every request for the chat template's own tokens.
 MARGIN = 64
-_ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def format_context(items: list[ContextItem], budget_tokens: int, encoding: str = "cl100k_base") -> str:
@@ -30,12 +27,6 @@ def format_context(items: list[ContextItem], budget_tokens: int, encoding: str =
         blocks.append(block)
         used += cost
     return "\n\n".join(blocks)
-
-
-def extract_answer(text: str) -> str:
-    """The text after the last "Answer:" line when there is one, else all of it."""
-    matches = _ANSWER_LINE.findall(text)
-    return matches[-1].strip() if matches else text.strip()
 
 
 def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> str:

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.errors import MethodError
-from unirag.generate.direct import MARGIN, extract_answer
-from unirag.generate.plan import AnswerPlan
+from unirag.generate.direct import MARGIN
+from unirag.generate.plan import AnswerPlan, extract_answer
 from unirag.llm.base import ChatRequest
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.operators.context import ContextItem, QueryState

@@ -12,9 +12,18 @@ reads the answer out of the reply.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from unirag.llm.base import ChatModel, ChatRequest
+
+_ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def extract_answer(text: str) -> str:
+    """The text after the last "Answer:" line when there is one, else all of it."""
+    matches = _ANSWER_LINE.findall(text)
+    return matches[-1].strip() if matches else text.strip()
 
 
 @dataclass(frozen=True)
@@ -27,8 +36,6 @@ class AnswerPlan:
 
     def finish(self, raw: str) -> tuple[str, str]:
         """(answer, raw model output) from the final reply's text."""
-        from unirag.generate.direct import extract_answer
-
         if self.request is None:
             return self.fixed_answer, ""
         return extract_answer(raw), raw

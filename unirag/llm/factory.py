@@ -131,8 +131,8 @@ class AsyncChatStack:
 def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: ChatModel) -> AsyncChatStack:
     """The async chat stack over ``backend``: cached, limited, retrying, as :func:`build_stack`'s.
 
-    A backend that offers ``asynchronous()`` (the OpenAI-compatible client) answers
-    with real async HTTP; any other (the embedded model, test doubles) runs its
+    The OpenAI-compatible client answers with real async HTTP (an
+    :class:`~unirag.llm.openai_async.AsyncOpenAIChat` mirroring it); any other (the embedded model, test doubles) runs its
     blocking calls in worker threads. Build one per event loop: its client and its
     semaphore belong to the loop they first ran on. Charge a ledger with
     :class:`unirag.llm.async_layers.AsyncAccountedChat`.
@@ -140,8 +140,13 @@ def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: C
     from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
 
     policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
-    make_async = getattr(backend, "asynchronous", None)
-    inner: AsyncChatModel = make_async() if callable(make_async) else ThreadedChat(backend)
+    inner: AsyncChatModel = ThreadedChat(backend)
+    if type(backend).__name__ == "OpenAIChat":  # checked by name: no httpx import for the embedded model
+        from unirag.llm.openai_async import AsyncOpenAIChat
+        from unirag.llm.openai_compat import OpenAIChat
+
+        if isinstance(backend, OpenAIChat):
+            inner = AsyncOpenAIChat(backend)
     chat: AsyncChatModel = AsyncLimitedChat(AsyncRetryingChat(inner, policy), settings.concurrency)
     if cache is not None and settings.cache:
         chat = AsyncCachedChat(chat, cache)

@@ -13,13 +13,15 @@ An ``httpx.AsyncClient`` belongs to the event loop it first ran on: build one
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse
-from unirag.llm.openai_compat import OpenAIChat
 from unirag.llm.streaming import ChunkAssembler, sse_line
+
+if TYPE_CHECKING:
+    from unirag.llm.openai_compat import OpenAIChat
 
 _PATH = "/chat/completions"
 

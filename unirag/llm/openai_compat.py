@@ -335,12 +335,6 @@ class OpenAIChat:
                     yield text
         yield assembler.response(request)
 
-    def asynchronous(self) -> Any:
-        """An :class:`unirag.llm.openai_async.AsyncOpenAIChat` on this endpoint, for the current event loop."""
-        from unirag.llm.openai_async import AsyncOpenAIChat
-
-        return AsyncOpenAIChat(self)
-
     def _parse(self, body: dict[str, Any]) -> ChatResponse:
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):

@@ -76,11 +76,12 @@ def chat_seconds(ledger: UsageLedger) -> float:
 
 class MethodRunner:
     def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, resources: Resources | None = None) -> None:
+        """``resources``: indices another runner already loaded (a per-query ``top_k`` shares them)."""
         self.settings = settings
         self.stack = stack
         self.progress = progress
-        self.resources = Resources(workspace, settings)
+        self.resources = resources if resources is not None else Resources(workspace, settings)
 
     def run(self, spec: MethodSpec, question: str, generate: bool = True) -> QueryResult:
         """Answer ``question``; ``generate=False`` stops after retrieval (for evaluation)."""
