@@ -55,7 +55,7 @@ class DocumentInfo:
     """One stored document: where it came from and how it was chunked."""
 
     id: str
-    title: str
+    title: str | None  # None: the document has no title (a plain text file's name is its title)
     sources: list[str]  # origins: ``path`` or ``path#record``; empty for documents given in memory
     chars: int
     chunks: int
@@ -63,7 +63,7 @@ class DocumentInfo:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> DocumentInfo:
-        return cls(row["id"], row["title"] or "", list(row["sources"]), int(row["chars"]), int(row["chunks"]),
+        return cls(row["id"], row["title"], list(row["sources"]), int(row["chars"]), int(row["chunks"]),
                    row["added"])
 
     def to_json(self) -> dict[str, Any]:
