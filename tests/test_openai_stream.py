@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_openai_compat import FakeServer, Seen
 
 from unirag.errors import LLMError, LLMUnavailableError
 from unirag.llm.async_layers import AsyncAccountedChat, AsyncCachedChat, AsyncRetryingChat
@@ -59,29 +58,19 @@ class StreamReply:
     status: int = 200
 
 
-class SseServer:
-    """Pops one :class:`StreamReply` per request and records each request body."""
-
-    def __init__(self) -> None:
-        self.replies: deque[StreamReply] = deque()
-        self.bodies: list[Any] = []
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+class SseServer(FakeServer):
+    """``FakeServer`` answering with server-sent events: one :class:`StreamReply` per request."""
 
     @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+    def bodies(self) -> list[Any]:
+        return [seen.body for seen in self.seen]
 
-    def script(self, *replies: StreamReply) -> None:
+    def next_reply(self, body: Any) -> StreamReply:
         with self._lock:
-            self.replies.extend(replies)
-
-    def _next(self, body: Any) -> StreamReply:
-        with self._lock:
-            self.bodies.append(body)
-            return self.replies.popleft() if self.replies else StreamReply()
+            self.seen.append(Seen("/v1/chat/completions", {}, body, 0))
+            reply = self.replies.popleft() if self.replies else StreamReply()
+        assert isinstance(reply, StreamReply)
+        return reply
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -92,7 +81,7 @@ class SseServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                reply = server._next(body)
+                reply = server.next_reply(body)
                 if reply.status != 200:
                     payload = json.dumps({"error": {"message": "bad key"}}).encode()
                     self.send_response(reply.status)
@@ -119,19 +108,15 @@ class SseServer:
 
         return Handler
 
-    def __enter__(self) -> SseServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-
 
 @pytest.fixture
 def server() -> Iterator[SseServer]:
-    with SseServer() as running:
+    running = SseServer()
+    running.start()
+    try:
         yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture

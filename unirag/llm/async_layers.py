@@ -20,10 +20,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
-from unirag.errors import LLMUnavailableError, RetryableLLMError
+from unirag.errors import RetryableLLMError
 from unirag.llm.base import AsyncChatModel, ChatEvent, ChatModel, ChatRequest, ChatResponse, UsageLedger
 from unirag.llm.cache import ResponseCache
-from unirag.llm.layers import ResumedStream, RetryPolicy, charge
+from unirag.llm.layers import ResumedStream, RetryBudget, RetryPolicy, charge
 from unirag.llm.streaming import stream_chat
 
 _END = object()  # marks the end of a threaded stream in its queue
@@ -72,15 +72,12 @@ class ThreadedChat:
 
 
 async def _retrying(what: str, attempt_fn: Callable[[], Any], policy: RetryPolicy) -> Any:
-    attempt = 0
+    budget = RetryBudget(what, policy)
     while True:
         try:
             return await attempt_fn()
         except RetryableLLMError as exc:
-            if attempt >= policy.max_retries:
-                raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
-            await asyncio.sleep(policy.delay(attempt, exc.retry_after))
-            attempt += 1
+            await asyncio.sleep(budget.next_delay(exc))
 
 
 class AsyncRetryingChat:
@@ -96,25 +93,19 @@ class AsyncRetryingChat:
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
         what = f"chat model {self.name}"
-        resumed = ResumedStream(what)
-        attempt = 0
+        resumed, budget = ResumedStream(what), RetryBudget(what, self.policy)
         while True:
             resumed.start_attempt()
             try:
-                async for event in self.inner.astream(request):
+                async for event in self.inner.astream(request):  # as ResumedStream.pass_on, awaited
+                    passed = resumed.accept(event)
+                    if passed is not None:
+                        yield passed
                     if isinstance(event, ChatResponse):
-                        resumed.check_complete(event)
-                        yield event
                         return
-                    fresh = resumed.new_text(event)
-                    if fresh:
-                        yield fresh
                 return
             except RetryableLLMError as exc:
-                if attempt >= self.policy.max_retries:
-                    raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
-                await asyncio.sleep(self.policy.delay(attempt, exc.retry_after))
-                attempt += 1
+                await asyncio.sleep(budget.next_delay(exc))
 
 
 class AsyncLimitedChat:

@@ -56,19 +56,33 @@ class RetryPolicy:
         return min(self.max_delay, self.base_delay * (2**attempt)) * (0.5 + random.random() / 2)
 
 
+class RetryBudget:
+    """The attempts of one call under a :class:`RetryPolicy`: how long to wait after each
+    transient failure, and the final error once the retries are spent. Shared by the sync
+    and async retry loops, which differ only in how they sleep."""
+
+    def __init__(self, what: str, policy: RetryPolicy) -> None:
+        self.what, self.policy, self.attempt = what, policy, 0
+
+    def next_delay(self, exc: RetryableLLMError) -> float:
+        """Seconds to wait before the next attempt; :class:`LLMUnavailableError` when none is left."""
+        if self.attempt >= self.policy.max_retries:
+            raise LLMUnavailableError(f"{self.what}: gave up after {self.attempt + 1} attempts ({exc})") from None
+        delay = self.policy.delay(self.attempt, exc.retry_after)
+        self.attempt += 1
+        return delay
+
+
 def call_with_retry(
     what: str, fn: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
 ) -> T:
     """Run ``fn``; on :class:`RetryableLLMError` back off and try again."""
-    attempt = 0
+    budget = RetryBudget(what, policy)
     while True:
         try:
             return fn()
         except RetryableLLMError as exc:
-            if attempt >= policy.max_retries:
-                raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
-            sleep(policy.delay(attempt, exc.retry_after))
-            attempt += 1
+            sleep(budget.next_delay(exc))
 
 
 class ResumedStream:
@@ -105,6 +119,23 @@ class ResumedStream:
         if not response.text.startswith(self.sent):
             raise self.diverged()
 
+    def accept(self, event: ChatEvent) -> ChatEvent | None:
+        """What to pass on of one event of the current attempt: the unseen part of a chunk
+        (None when there is none), or the final response once it agrees with what was sent."""
+        if isinstance(event, ChatResponse):
+            self.check_complete(event)
+            return event
+        return self.new_text(event) or None
+
+    def pass_on(self, events: Iterator[ChatEvent]) -> Iterator[ChatEvent]:
+        """One attempt's events, less the text already sent; ends at the final response."""
+        for event in events:
+            passed = self.accept(event)
+            if passed is not None:
+                yield passed
+            if isinstance(event, ChatResponse):
+                return
+
     def diverged(self) -> LLMUnavailableError:
         return LLMUnavailableError(
             f"{self.what}: the reply stream was cut after {len(self.sent)} characters and the retry answered "
@@ -118,25 +149,14 @@ def stream_with_retry(
 ) -> Iterator[ChatEvent]:
     """Stream ``open_stream()``; on :class:`RetryableLLMError` (also mid-stream) back off and
     open it again, passing on only text the consumer has not seen (:class:`ResumedStream`)."""
-    resumed = ResumedStream(what)
-    attempt = 0
+    resumed, budget = ResumedStream(what), RetryBudget(what, policy)
     while True:
         resumed.start_attempt()
         try:
-            for event in open_stream():
-                if isinstance(event, ChatResponse):
-                    resumed.check_complete(event)
-                    yield event
-                    return
-                fresh = resumed.new_text(event)
-                if fresh:
-                    yield fresh
+            yield from resumed.pass_on(open_stream())
             return
         except RetryableLLMError as exc:
-            if attempt >= policy.max_retries:
-                raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
-            sleep(policy.delay(attempt, exc.retry_after))
-            attempt += 1
+            sleep(budget.next_delay(exc))
 
 
 class RetryingChat:
