@@ -86,6 +86,9 @@ class ScriptedChat:
     replies for named prompts (tests of one index module script its prompt).
     ``fail_on={n: exc}`` raises ``exc`` on the n-th call (1-based). ``delay``
     sleeps inside each call; ``max_in_flight`` records the most concurrent calls.
+
+    ``stream`` yields the same reply in pieces of ``stream_piece`` characters (so
+    tests can check order), then the whole response; ``streamed`` counts those calls.
     """
 
     def __init__(
@@ -104,6 +107,8 @@ class ScriptedChat:
         self.finish_reason = "stop"  # "length": every reply reports it was cut at max_tokens
         self.in_flight = 0
         self.max_in_flight = 0
+        self.stream_piece = 3
+        self.streamed = 0
         self._lock = threading.Lock()
 
     @property
@@ -153,6 +158,15 @@ class ScriptedChat:
         finally:
             with self._lock:
                 self.in_flight -= 1
+
+    def stream(self, request: ChatRequest) -> Iterator[str | ChatResponse]:
+        response = self.complete(request)
+        with self._lock:
+            self.streamed += 1
+        text = response.text
+        for start in range(0, len(text), self.stream_piece):
+            yield text[start:start + self.stream_piece]
+        yield response
 
 
 class HashEmbedder:

@@ -374,3 +374,18 @@ def test_methods_show_spec_file(tmp_path: Path) -> None:
     assert "chunk.bm25" in ok("methods", "show", spec).stdout
     spec.write_text("name: mine\ntitle: Mine\ndescription: d\nsource: s\noperators:\n  - op: chunk.nope\n")
     assert_one_line_error(run("methods", "show", spec), str(spec), "chunk.nope")
+
+
+def test_query_stream_prints_the_answer_then_sources(workspace: Path) -> None:
+    result = ok("query", "What is the capital of France?", "-w", workspace, "-m", "vanilla", "--stream")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Answer (VanillaRAG): paris"
+    assert "Sources" in result.stdout and "LLM calls" in result.stdout
+
+
+def test_query_stream_json_is_one_event_per_line(workspace: Path) -> None:
+    result = ok("query", "What is the capital of France?", "-w", workspace, "-m", "vanilla", "--stream", "--json")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [event["event"] for event in events] == ["delta", "delta", "done"]
+    assert "".join(event["data"]["text"] for event in events[:-1]) == events[-1]["data"]["raw_answer"] == "paris"
+    assert events[-1]["data"]["context"] and events[-1]["data"]["usage"]["llm_calls"] == 1

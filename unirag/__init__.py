@@ -2,6 +2,57 @@
 
 Nothing is imported or computed here on purpose: ``unirag --help`` and a cold
 ``unirag query`` must start fast, so heavy libraries load lazily where used.
+The Python API is exported lazily (module ``__getattr__``): ``from unirag
+import UniRAG`` imports :mod:`unirag.api` on first use, ``import unirag`` alone
+imports nothing.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: Public name -> (module, attribute), imported on first access.
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "UniRAG": ("unirag.api", "UniRAG"),
+    "Settings": ("unirag.config", "Settings"),
+    "AnswerDelta": ("unirag.api_types", "AnswerDelta"),
+    "QueryDone": ("unirag.api_types", "QueryDone"),
+    "QueryEvent": ("unirag.api_types", "QueryEvent"),
+    "DocumentInfo": ("unirag.api_types", "DocumentInfo"),
+    "MethodInfo": ("unirag.api_types", "MethodInfo"),
+    "QueryResult": ("unirag.methods.runner", "QueryResult"),
+    "ContextItem": ("unirag.operators.context", "ContextItem"),
+    "Usage": ("unirag.llm.base", "StageUsage"),
+    "IndexResult": ("unirag.pipeline", "IndexReport"),
+    "DeleteResult": ("unirag.pipeline", "DeleteReport"),
+    "UniragError": ("unirag.errors", "UniragError"),
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:
+    from unirag.api import UniRAG
+    from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, QueryEvent
+    from unirag.config import Settings
+    from unirag.errors import UniragError
+    from unirag.llm.base import StageUsage as Usage
+    from unirag.methods.runner import QueryResult
+    from unirag.operators.context import ContextItem
+    from unirag.pipeline import DeleteReport as DeleteResult
+    from unirag.pipeline import IndexReport as IndexResult
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name's module on first access (PEP 562)."""
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'unirag' has no attribute {name!r}") from None
+    return getattr(import_module(module), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -10,7 +10,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -161,22 +161,13 @@ def index(
 ) -> None:
     """Load, chunk, embed and index SOURCES into the workspace, then build the
     requested graphs and indices (resumable; unchanged input is a no-op)."""
-    from unirag.graph.graph_build import parse_graph_list
-    from unirag.index.artifacts import resolve_names
+    from unirag.api import plan_index
     from unirag.pipeline import run_index
-    from unirag.text.loaders import FORMATS
     from unirag.workspace import Workspace
 
-    if fmt not in FORMATS:
-        raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
     if extractor not in (None, "llm", "nlp", "auto"):
         raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
-    graphs = parse_graph_list(graph) if graph is not None else None
-    artifacts = resolve_names([n.strip() for n in build.split(",") if n.strip()]) if build else []
-    sources = list(sources or [])
-    missing = [str(s) for s in sources if not s.exists()]
-    if missing:
-        raise SourceError(f"{missing[0]}: no such file or directory")
+    plan = plan_index(sources, fmt=fmt, graphs=graph, indices=build, method=None)
     settings = _settings(
         workspace,
         chunking__size=chunk_size,
@@ -190,6 +181,7 @@ def index(
         chat__base_url=chat_base_url,
         chat__model=chat_model,
     )
+    artifacts = list(plan.artifacts)
     if method:
         from unirag.methods.spec import resolve_method
 
@@ -199,8 +191,8 @@ def index(
     ws = Workspace.init(workspace)  # only once sources and settings are known to be valid
     try:
         report = run_index(
-            ws, [str(s) for s in sources], settings, _stack(settings, ws), fmt,
-            _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=graphs,
+            ws, plan.sources, settings, _stack(settings, ws), fmt,
+            _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=plan.graphs,
             artifacts=artifacts, sync=sync,
         )
     finally:
@@ -240,16 +232,18 @@ def query(
     no_build: Annotated[
         bool, typer.Option("--no-build", help="fail instead of building missing or stale artifacts first")
     ] = False,
+    stream: Annotated[
+        bool, typer.Option("--stream", help="print the answer as it is generated (with --json: one JSON "
+                                            "event per line)")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer QUESTION with a method over the workspace; show the answer and its sources.
 
     Artifacts the method needs that are missing, or built on an older corpus, are
     brought up to date first (and said so); ``--no-build`` refuses instead."""
-    from unirag.llm.base import UsageLedger
-    from unirag.methods.runner import MethodRunner
+    from unirag.api import UniRAG
     from unirag.methods.spec import resolve_method
-    from unirag.pipeline import prepare_query
     from unirag.workspace import Workspace
 
     settings = _settings(
@@ -259,32 +253,58 @@ def query(
     spec = resolve_method(settings.method)
     ws = Workspace.open(workspace)
     try:
-        stack = _stack(settings, ws)
-        progress = _show_progress(as_json)
-        refresh = UsageLedger()
-        built = prepare_query(ws, settings, stack, spec.requires(), progress, build=not no_build, ledger=refresh)
-        if built:
-            total = refresh.total()
-            _err(f"brought what {spec.name} needs up to date first: "
-                 + "; ".join(f"{name} ({why})" for name, why in built.items())
-                 + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
-        runner = MethodRunner(ws, settings, stack, progress)
-        result = runner.run(spec, question, generate=not retrieve_only)
-        ws.record_usage(f"query:{spec.name}", result.ledger)
+        rag = UniRAG.attach(ws, settings, _stack(settings, ws), _show_progress(as_json))
+        if stream and not retrieve_only:
+            result = _print_stream(rag.stream(question, spec, build=not no_build), spec.title, as_json)
+        else:
+            result = rag.query(question, spec, retrieve_only=retrieve_only, build=not no_build)
     finally:
         ws.close()
+    if result.refreshed and result.refresh_ledger is not None:
+        total = result.refresh_ledger.total()
+        _err(f"brought what {spec.name} needs up to date first: "
+             + "; ".join(f"{name} ({why})" for name, why in result.refreshed.items())
+             + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
     _warn_cut_replies(result.ledger)
     if as_json:
-        data = result.to_json()
-        if built:
-            data["refreshed"] = {"artifacts": built, "usage_by_stage": refresh.to_json()}
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        if not stream or retrieve_only:
+            print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return
+    _print_answer(result, spec.title, settings, retrieve_only, answer_shown=stream)
+
+
+def _print_stream(events: Iterable[Any], title: str, as_json: bool) -> Any:
+    """Print a streamed answer as it comes; return the final result.
+
+    Human output: the answer line grows chunk by chunk (the model's own text; the
+    final ``Answer:`` line is not cut out of it). ``--json``: one line per event,
+    ``{"event": "delta" | "done", "data": ...}`` (the server's SSE events, one to one).
+    """
+    from unirag.api_types import QueryDone
+
+    if not as_json:
+        sys.stdout.write(f"Answer ({title}): ")
+    result = None
+    for event in events:
+        if as_json:
+            print(json.dumps({"event": event.event, "data": event.to_json()}, ensure_ascii=False), flush=True)
+        elif not isinstance(event, QueryDone):
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        if isinstance(event, QueryDone):
+            result = event.result
+    if not as_json:
+        sys.stdout.write("\n")
+    return result
+
+
+def _print_answer(result: Any, title: str, settings: Any, retrieve_only: bool, answer_shown: bool) -> None:
+    """The human output of ``query``: answer (unless streamed already), sources, usage."""
     from rich.console import Console
 
     console = Console()
-    if not retrieve_only:
-        console.print(f"[bold]Answer[/bold] ({spec.title}): {result.answer}")
+    if not retrieve_only and not answer_shown:
+        console.print(f"[bold]Answer[/bold] ({title}): {result.answer}")
     if result.context:
         console.print("[bold]Sources[/bold]")
         for number, item in enumerate(result.context, start=1):
@@ -306,21 +326,22 @@ def query(
 @_handle_errors
 def documents(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """List the workspace's documents: id, chunks, when added, and where each came from."""
+    from unirag.api_types import DocumentInfo
     from unirag.workspace import Workspace
 
     ws = Workspace.open(workspace)
     try:
-        rows = ws.documents()
+        docs = [DocumentInfo.from_row(row) for row in ws.documents()]
     finally:
         ws.close()
     if as_json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(json.dumps([doc.to_json() for doc in docs], ensure_ascii=False, indent=2))
         return
-    for row in rows:
-        sources = ", ".join(row["sources"]) or "(no source)"
-        title = f" {row['title']!r}" if row["title"] else ""
-        print(f"{row['id']}{title}  {row['chunks']} chunks  added {row['added']}  {sources}")
-    print(f"{len(rows)} documents")
+    for doc in docs:
+        sources = ", ".join(doc.sources) or "(no source)"
+        title = f" {doc.title!r}" if doc.title else ""
+        print(f"{doc.id}{title}  {doc.chunks} chunks  added {doc.added}  {sources}")
+    print(f"{len(docs)} documents")
 
 
 @app.command()
@@ -405,36 +426,12 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
 @_handle_errors
 def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """Counts of documents and chunks, graphs, communities per level, artifacts, and usage per stage."""
-    from unirag.graph.graph_store import GraphStore
+    from unirag.api import workspace_stats
     from unirag.workspace import Workspace
 
     ws = Workspace.open(workspace)
     try:
-        store = GraphStore(ws)
-        manifest = ws.manifest()
-        usage = ws.usage_by_stage()
-        extractor = manifest.get("graph", {}).get("config", {}).get("extractor", "")
-        extracted = len(store.extracted_chunk_ids(extractor)) if extractor else 0
-        extract_usage = usage.get("build.extract")
-        data = {
-            "workspace": str(workspace),
-            **ws.counts(),
-            "graphs": store.type_counts(),
-            "extractor": extractor,
-            "extraction_failures": dict(store.extraction_failures(extractor)) if extractor else {},
-            "extract_prompt_tokens_per_chunk": (
-                round(extract_usage.prompt_tokens / extracted, 1) if extract_usage and extracted else None
-            ),
-            "communities": {
-                name.split(":", 1)[1]: {"level_order": entry.get("level_order"), "levels": entry.get("levels", {})}
-                for name, entry in manifest.items() if name.startswith("communities:")
-            },
-            "artifacts": manifest,
-            "corpus_version": ws.corpus_version(),
-            "stale_artifacts": ws.stale_artifacts(),
-            "cache": ws.cache().counts(),
-            "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
-        }
+        data = {**workspace_stats(ws), "workspace": str(workspace)}
     finally:
         ws.close()
     if as_json:

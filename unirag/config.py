@@ -350,17 +350,32 @@ def load_settings(
         elif name.startswith(ENV_PREFIX) and name not in NON_SETTING_VARS:
             raise ConfigError(f"unknown environment variable {name}; known: {', '.join(sorted(paths))}")
     data = _merge(data, env_layer)
+    return _validated(_with_overrides(data, overrides), f"{source}, env or flags")
+
+
+def override_settings(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
+    """``settings`` with ``overrides`` on top (dotted keys, values may be nested mappings;
+    ``None`` values ignored), validated like :func:`load_settings`."""
+    if not any(value is not None for value in overrides.values()):
+        return settings
+    return _validated(_with_overrides(settings.model_dump(), overrides), "arguments")
+
+
+def _with_overrides(data: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     flag_layer: dict[str, Any] = {}
     for dotted, value in (overrides or {}).items():
         if value is not None:
             _set_path(flag_layer, tuple(dotted.split(".")), value)
-    data = _merge(data, flag_layer)
+    return _merge(data, flag_layer)
+
+
+def _validated(data: dict[str, Any], source: str) -> Settings:
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise ConfigError(f"invalid setting {loc} ({source}, env or flags): {err['msg']}") from None
+        raise ConfigError(f"invalid setting {loc} ({source}): {err['msg']}") from None
 
 
 DEFAULT_SETTINGS_YAML = """\

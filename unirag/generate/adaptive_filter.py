@@ -37,13 +37,17 @@ from unirag.generate.map_reduce import (
     StagedAnswer,
     ask_points,
     check_params,
+    complete_final,
     context_budget,
-    final_answer,
+    final_request,
     item_block,
     keep_points,
     pack_texts,
     prompt_room,
+    staged_plan,
 )
+from unirag.generate.plan import AnswerPlan
+from unirag.llm.base import ChatRequest
 from unirag.prompts.prompt import load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
@@ -74,7 +78,7 @@ def group_items(items: list[ContextItem]) -> list[tuple[str, list[int]]]:
     return list(groups.values())
 
 
-def adaptive_filter(
+def prepare_adaptive_filter(
     state: QueryState,
     pack_tokens: int | None = None,
     max_points: int = 5,
@@ -85,8 +89,9 @@ def adaptive_filter(
     allow_general_knowledge: bool = False,
     filter_prompt: str = "filter_points",
     merge_prompt: str = "merge_points",
-) -> StagedAnswer:
-    """ArchRAG's adaptive filtering over ``state.items``, with its trace (module docstring).
+) -> tuple[StagedAnswer, ChatRequest | None]:
+    """ArchRAG's adaptive filtering over ``state.items`` up to the merge call: the trace and
+    the merge request (``None``: nothing survived, the no-data answer is in the trace).
 
     ``pack_tokens``: context tokens per filter request (default and cap: what
     the window leaves); ``max_points``: points asked for and kept per filter
@@ -117,8 +122,21 @@ def adaptive_filter(
             fields.append({**base, "context": SEPARATOR.join(text for _, text in pack)})
     ask_points(state, filter_template, fields, "query.filter", reply_tokens, max_points, unparsed_score, trace)
     trace.kept = keep_points(trace.points, score_floor)
-    return final_answer(state, merge_template, trace, limit, tokenizer, "query.merge", "relevance",
-                        cut_overflow=True, allow_general_knowledge=allow_general_knowledge)
+    request = final_request(state, merge_template, trace, limit, tokenizer, "query.merge", "relevance",
+                            cut_overflow=True, allow_general_knowledge=allow_general_knowledge)
+    return trace, request
+
+
+def adaptive_filter(state: QueryState, **params: Any) -> StagedAnswer:
+    """ArchRAG's adaptive filtering over ``state.items``, with its trace (module docstring);
+    ``params`` as :func:`prepare_adaptive_filter`."""
+    return complete_final(state, *prepare_adaptive_filter(state, **params))
+
+
+def plan_adaptive_filter(state: QueryState, **params: Any) -> AnswerPlan:
+    """The filter step done and the merge call prepared, for a caller that makes it itself."""
+    check_params(params, PARAMS, "adaptive_filter")
+    return staged_plan(*prepare_adaptive_filter(state, **params))
 
 
 def generate_adaptive_filter(state: QueryState, **params: Any) -> tuple[str, str]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
+from unirag.generate.plan import AnswerPlan, extract_answer  # noqa: F401 (callers import extract_answer from here)
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
 # Room left in every request for the chat template's own tokens.
 MARGIN = 64
-_ANSWER_LINE = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def format_context(items: list[ContextItem], budget_tokens: int, encoding: str = "cl100k_base") -> str:
@@ -31,12 +29,6 @@ def format_context(items: list[ContextItem], budget_tokens: int, encoding: str =
     return "\n\n".join(blocks)
 
 
-def extract_answer(text: str) -> str:
-    """The text after the last "Answer:" line when there is one, else all of it."""
-    matches = _ANSWER_LINE.findall(text)
-    return matches[-1].strip() if matches else text.strip()
-
-
 def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> str:
     """``state.items`` formatted for ``template``'s ``{context}``, cut so the prompt
     (fields ``question`` and ``context``) leaves ``reply_tokens`` of the window free."""
@@ -47,14 +39,17 @@ def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> st
     return format_context(state.items, max(budget, 0), settings.chunking.encoding)
 
 
-def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
-    """Returns (answer, raw model output)."""
+def plan_direct(state: QueryState, prompt: str, use_context: bool = True) -> AnswerPlan:
+    """The one request of direct generation: the prompt with the question and the fitted context."""
     settings = state.resources.settings
     template = load_prompt(prompt)
     fields = {"question": state.question}
     if use_context:
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
-    request = template.request("query.generate", max_tokens=settings.chat.max_tokens,
-                               temperature=settings.chat.temperature, **fields)
-    raw = state.models.chat.complete(request).text
-    return extract_answer(raw), raw
+    return AnswerPlan(template.request("query.generate", max_tokens=settings.chat.max_tokens,
+                                       temperature=settings.chat.temperature, **fields))
+
+
+def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
+    """Returns (answer, raw model output)."""
+    return plan_direct(state, prompt, use_context).complete(state.models.chat)

@@ -52,7 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.errors import MethodError
-from unirag.generate.direct import MARGIN, extract_answer
+from unirag.generate.direct import MARGIN
+from unirag.generate.plan import AnswerPlan, extract_answer
+from unirag.llm.base import ChatRequest
 from unirag.prompts.prompt import Prompt, load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.replies import read_points
@@ -230,29 +232,40 @@ def fill_points(points: list[Point], limit: int, tokenizer: Tokenizer, label: st
     return text, len(blocks)
 
 
-def final_answer(
+def final_request(
     state: QueryState, template: Prompt, trace: StagedAnswer, limit: int, tokenizer: Tokenizer, stage: str,
     label: str, cut_overflow: bool, allow_general_knowledge: bool,
-) -> StagedAnswer:
-    """The reduce / merge call over ``trace.kept``, or the no-data answer when nothing survived."""
+) -> ChatRequest | None:
+    """The reduce / merge request over ``trace.kept``; ``None`` (and the no-data answer in
+    ``trace``) when nothing survived."""
     settings = state.resources.settings
     if not trace.kept and not allow_general_knowledge:
         trace.answer, trace.raw = NO_DATA_ANSWER, ""
-        return trace
+        return None
     context, trace.used = fill_points(trace.kept, limit, tokenizer, label, cut_overflow)
     trace.final_context = context
-    request = template.request(stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
-                               question=state.question, reports=context or "(none)")
-    trace.raw = state.models.chat.complete(request).text
-    trace.final_called = True
-    trace.answer = extract_answer(trace.raw)
+    return template.request(stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
+                            question=state.question, reports=context or "(none)")
+
+
+def complete_final(state: QueryState, trace: StagedAnswer, request: ChatRequest | None) -> StagedAnswer:
+    """Send the final request (if any) in one piece; the answer goes into ``trace``."""
+    if request is not None:
+        trace.raw = state.models.chat.complete(request).text
+        trace.final_called = True
+        trace.answer = extract_answer(trace.raw)
     return trace
+
+
+def staged_plan(trace: StagedAnswer, request: ChatRequest | None) -> AnswerPlan:
+    """The final call of a two-stage mode for a caller that makes it (streamed, async)."""
+    return AnswerPlan(request, fixed_answer=trace.answer)
 
 
 # -- the mode --------------------------------------------------------------------------------------
 
 
-def map_reduce(
+def prepare_map_reduce(
     state: QueryState,
     batch_tokens: int | None = None,
     max_points: int = 5,
@@ -265,8 +278,9 @@ def map_reduce(
     allow_general_knowledge: bool = False,
     map_prompt: str = "map_answer",
     reduce_prompt: str = "reduce_answer",
-) -> StagedAnswer:
-    """GraphRAG global answer over ``state.items``, with its trace (module docstring).
+) -> tuple[StagedAnswer, ChatRequest | None]:
+    """GraphRAG global answer over ``state.items`` up to the reduce call: the trace and the
+    reduce request (``None``: nothing survived, the no-data answer is in the trace).
 
     ``batch_tokens``: context tokens per map request (default and cap: what
     the window leaves); ``max_points``: points asked for and kept per map
@@ -300,8 +314,15 @@ def map_reduce(
         fields.append({**base, "context": SEPARATOR.join(text for _, text in pack)})
     ask_points(state, map_template, fields, "query.map", map_tokens, max_points, unparsed_score, trace)
     trace.kept = keep_points(trace.points, score_floor)
-    return final_answer(state, reduce_template, trace, limit, tokenizer, "query.reduce", "helpfulness",
-                        cut_overflow=False, allow_general_knowledge=allow_general_knowledge)
+    request = final_request(state, reduce_template, trace, limit, tokenizer, "query.reduce", "helpfulness",
+                            cut_overflow=False, allow_general_knowledge=allow_general_knowledge)
+    return trace, request
+
+
+def map_reduce(state: QueryState, **params: Any) -> StagedAnswer:
+    """GraphRAG global answer over ``state.items``, with its trace (module docstring); ``params``
+    as :func:`prepare_map_reduce`."""
+    return complete_final(state, *prepare_map_reduce(state, **params))
 
 
 def check_params(params: dict[str, Any], known: tuple[tuple[str, Any], ...], mode: str) -> None:
@@ -310,6 +331,12 @@ def check_params(params: dict[str, Any], known: tuple[tuple[str, Any], ...], mod
     if unknown:
         raise MethodError(f"generation mode {mode} has no parameter {', '.join(unknown)} "
                           f"(known: {', '.join(name for name, _ in known)})")
+
+
+def plan_map_reduce(state: QueryState, **params: Any) -> AnswerPlan:
+    """The map step done and the reduce call prepared, for a caller that makes it itself."""
+    check_params(params, PARAMS, "map_reduce")
+    return staged_plan(*prepare_map_reduce(state, **params))
 
 
 def generate_map_reduce(state: QueryState, **params: Any) -> tuple[str, str]:

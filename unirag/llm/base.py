@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -48,6 +49,9 @@ class ChatResponse:
     completion_tokens: int = 0
     finish_reason: str = "stop"
     cached: bool = False
+    # True when the server reported no token counts and ours are the tokenizer's estimate
+    # (streamed replies of servers that ignore ``stream_options.include_usage``).
+    usage_estimated: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -72,6 +76,33 @@ class ChatModel(Protocol):
     name: str
 
     def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+
+#: What a streamed chat call yields: text chunks in order, then exactly one
+#: :class:`ChatResponse` whose ``text`` is the whole reply (with usage and finish reason).
+ChatEvent = str | ChatResponse
+
+
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A chat model that can also hand its reply over as it is generated.
+
+    Optional: models without ``stream`` are streamed as one chunk
+    (:func:`unirag.llm.streaming.stream_chat`), so test doubles need not implement it.
+    """
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]: ...
+
+
+@runtime_checkable
+class AsyncChatModel(Protocol):
+    """The async twin of :class:`StreamingChatModel`, for callers on an event loop."""
+
+    name: str
+
+    async def acomplete(self, request: ChatRequest) -> ChatResponse: ...
+
+    def astream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]: ...
 
 
 @runtime_checkable
@@ -106,6 +137,8 @@ class StageUsage:
     # Replies that ended at max_tokens or the context window (finish_reason "length"):
     # their text is cut short, so a points list or JSON reply may be incomplete.
     cut_replies: int = 0
+    # Replies whose token counts are our tokenizer's estimate (the server streamed no usage).
+    estimated_replies: int = 0
     embedding_calls: int = 0
     embedded_texts: int = 0
     embedding_cache_hits: int = 0

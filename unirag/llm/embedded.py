@@ -16,14 +16,19 @@ fails: its ``__init__`` needs the ``llm`` package).
 from __future__ import annotations
 
 import importlib.util
+import queue
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from unirag.errors import LLMError, UniragError
-from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.streaming import ChunkAssembler
+
+_END = object()  # marks the end of a streamed reply in its queue
 
 
 def package_dir(package: str) -> Path:
@@ -117,7 +122,7 @@ class EmbeddedChat:
         params.warmup = False
         self._server = xllamacpp.Server(params)
 
-    def complete(self, request: ChatRequest) -> ChatResponse:
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "messages": list(request.messages),
             "temperature": request.temperature,
@@ -125,13 +130,20 @@ class EmbeddedChat:
         }
         if request.json_mode:
             body["response_format"] = {"type": "json_object"}
+        return body
+
+    def _server_error(self, error: Any) -> LLMError:
+        message = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+        return LLMError(f"embedded model {self.name}: {message}")
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        body = self._body(request)
         with self._lock:
             if self._server is None:
                 self._load()
             result = self._server.handle_chat_completions(body)
         if "error" in result:
-            message = str(result["error"].get("message", result["error"]))
-            raise LLMError(f"embedded model {self.name}: {message}")
+            raise self._server_error(result["error"])
         choice = result["choices"][0]
         usage = result.get("usage", {})
         return ChatResponse(
@@ -140,3 +152,37 @@ class EmbeddedChat:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=choice.get("finish_reason") or "stop",
         )
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        """Tokens as llama.cpp produces them, then the whole response.
+
+        xllamacpp streams by calling back, synchronously, with OpenAI-style
+        chunks until the reply is done; the call runs in a worker thread that
+        hands each chunk over through a queue, so this generator yields while
+        the model is still generating. One request at a time, as ``complete``.
+        """
+        body = {**self._body(request), "stream": True, "stream_options": {"include_usage": True}}
+        chunks: queue.Queue[Any] = queue.Queue()
+
+        def generate() -> None:
+            try:
+                with self._lock:
+                    if self._server is None:
+                        self._load()
+                    self._server.handle_chat_completions(body, chunks.put)
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                chunks.put(exc)
+            finally:
+                chunks.put(_END)
+
+        threading.Thread(target=generate, name="unirag-embedded-stream", daemon=True).start()
+        assembler = ChunkAssembler(f"embedded model {self.name}")
+        while (chunk := chunks.get()) is not _END:
+            if isinstance(chunk, BaseException):
+                raise chunk
+            if isinstance(chunk, dict) and "error" in chunk:
+                raise self._server_error(chunk["error"])
+            text = assembler.feed(chunk)
+            if text:
+                yield text
+        yield assembler.response(request)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, Settings
 from unirag.errors import ConfigError
-from unirag.llm.base import ChatModel, EmbeddingModel, UsageLedger
+from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, UsageLedger
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import (
     AccountedChat,
@@ -85,6 +85,9 @@ class ModelStack:
 
     chat: ChatModel
     embedder: EmbeddingModel
+    # The bare chat backend under the layers: an async stack wraps the same model
+    # (the embedded SmolLM2 loads once per process, whichever way it is called).
+    backend: ChatModel | None = None
 
     def accounted(self, ledger: UsageLedger | None = None) -> Models:
         ledger = ledger if ledger is not None else UsageLedger()
@@ -103,9 +106,48 @@ def build_stack(
     a method that never calls the chat model never loads it.
     """
     policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
-    chat_model: ChatModel = LimitedChat(RetryingChat(chat or backend_chat(settings), policy), settings.concurrency)
+    backend = chat or backend_chat(settings)
+    chat_model: ChatModel = LimitedChat(RetryingChat(backend, policy), settings.concurrency)
     embed_model: EmbeddingModel = RetryingEmbedder(embedder or backend_embedder(settings), policy)
     if cache is not None and settings.cache:
         chat_model = CachedChat(chat_model, cache)
         embed_model = CachedEmbedder(embed_model, cache)
-    return ModelStack(chat_model, embed_model)
+    return ModelStack(chat_model, embed_model, backend)
+
+
+@dataclass
+class AsyncChatStack:
+    """The async chat layers of one event loop, and the backend to close on that loop."""
+
+    chat: AsyncChatModel
+    backend: AsyncChatModel
+
+    async def aclose(self) -> None:
+        close = getattr(self.backend, "aclose", None)
+        if callable(close):
+            await close()
+
+
+def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: ChatModel) -> AsyncChatStack:
+    """The async chat stack over ``backend``: cached, limited, retrying, as :func:`build_stack`'s.
+
+    The OpenAI-compatible client answers with real async HTTP (an
+    :class:`~unirag.llm.openai_async.AsyncOpenAIChat` mirroring it); any other (the embedded model, test doubles) runs its
+    blocking calls in worker threads. Build one per event loop: its client and its
+    semaphore belong to the loop they first ran on. Charge a ledger with
+    :class:`unirag.llm.async_layers.AsyncAccountedChat`.
+    """
+    from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
+
+    policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
+    inner: AsyncChatModel = ThreadedChat(backend)
+    if type(backend).__name__ == "OpenAIChat":  # checked by name: no httpx import for the embedded model
+        from unirag.llm.openai_async import AsyncOpenAIChat
+        from unirag.llm.openai_compat import OpenAIChat
+
+        if isinstance(backend, OpenAIChat):
+            inner = AsyncOpenAIChat(backend)
+    chat: AsyncChatModel = AsyncLimitedChat(AsyncRetryingChat(inner, policy), settings.concurrency)
+    if cache is not None and settings.cache:
+        chat = AsyncCachedChat(chat, cache)
+    return AsyncChatStack(chat, inner)

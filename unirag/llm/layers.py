@@ -6,6 +6,12 @@ The stack built by :mod:`unirag.llm.factory`, outermost first::
 
 Accounting sees cache hits and wall time; a cache hit never waits for a
 concurrency slot; a retry keeps its slot so a 429 storm does not fan out.
+
+Every chat layer also streams (``stream(request)``: text chunks, then one
+:class:`ChatResponse`): a cached reply is replayed as one chunk, a streamed
+reply is cached only once it finished, and a stream cut mid-way is retried
+like any transient failure (see :func:`stream_with_retry`). The async twins
+live in :mod:`unirag.llm.async_layers`.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -21,6 +27,7 @@ import numpy as np
 
 from unirag.errors import LLMUnavailableError, RetryableLLMError
 from unirag.llm.base import (
+    ChatEvent,
     ChatModel,
     ChatRequest,
     ChatResponse,
@@ -30,6 +37,7 @@ from unirag.llm.base import (
     embedding_cache_key,
 )
 from unirag.llm.cache import ResponseCache
+from unirag.llm.streaming import stream_chat
 
 T = TypeVar("T")
 
@@ -48,19 +56,107 @@ class RetryPolicy:
         return min(self.max_delay, self.base_delay * (2**attempt)) * (0.5 + random.random() / 2)
 
 
+class RetryBudget:
+    """The attempts of one call under a :class:`RetryPolicy`: how long to wait after each
+    transient failure, and the final error once the retries are spent. Shared by the sync
+    and async retry loops, which differ only in how they sleep."""
+
+    def __init__(self, what: str, policy: RetryPolicy) -> None:
+        self.what, self.policy, self.attempt = what, policy, 0
+
+    def next_delay(self, exc: RetryableLLMError) -> float:
+        """Seconds to wait before the next attempt; :class:`LLMUnavailableError` when none is left."""
+        if self.attempt >= self.policy.max_retries:
+            raise LLMUnavailableError(f"{self.what}: gave up after {self.attempt + 1} attempts ({exc})") from None
+        delay = self.policy.delay(self.attempt, exc.retry_after)
+        self.attempt += 1
+        return delay
+
+
 def call_with_retry(
     what: str, fn: Callable[[], T], policy: RetryPolicy, sleep: Callable[[float], None] = time.sleep
 ) -> T:
     """Run ``fn``; on :class:`RetryableLLMError` back off and try again."""
-    attempt = 0
+    budget = RetryBudget(what, policy)
     while True:
         try:
             return fn()
         except RetryableLLMError as exc:
-            if attempt >= policy.max_retries:
-                raise LLMUnavailableError(f"{what}: gave up after {attempt + 1} attempts ({exc})") from None
-            sleep(policy.delay(attempt, exc.retry_after))
-            attempt += 1
+            sleep(budget.next_delay(exc))
+
+
+class ResumedStream:
+    """What a retried stream may still say, given what an earlier attempt already yielded.
+
+    The consumer has seen ``sent``; a retry's reply (the same prompt, usually
+    the same text at temperature 0) is passed on only past that prefix. A retry
+    that says something else cannot be stitched to what was shown: that is a
+    final error, never a garbled answer.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.sent = ""  # text yielded to the consumer over every attempt
+        self.seen = ""  # text of the current attempt
+
+    def start_attempt(self) -> None:
+        self.seen = ""
+
+    def new_text(self, chunk: str) -> str:
+        """The part of ``chunk`` the consumer has not seen yet ("" while replaying the prefix)."""
+        self.seen += chunk
+        if len(self.seen) <= len(self.sent):
+            if not self.sent.startswith(self.seen):
+                raise self.diverged()
+            return ""
+        if not self.seen.startswith(self.sent):
+            raise self.diverged()
+        fresh = self.seen[len(self.sent):]
+        self.sent = self.seen
+        return fresh
+
+    def check_complete(self, response: ChatResponse) -> None:
+        if not response.text.startswith(self.sent):
+            raise self.diverged()
+
+    def accept(self, event: ChatEvent) -> ChatEvent | None:
+        """What to pass on of one event of the current attempt: the unseen part of a chunk
+        (None when there is none), or the final response once it agrees with what was sent."""
+        if isinstance(event, ChatResponse):
+            self.check_complete(event)
+            return event
+        return self.new_text(event) or None
+
+    def pass_on(self, events: Iterator[ChatEvent]) -> Iterator[ChatEvent]:
+        """One attempt's events, less the text already sent; ends at the final response."""
+        for event in events:
+            passed = self.accept(event)
+            if passed is not None:
+                yield passed
+            if isinstance(event, ChatResponse):
+                return
+
+    def diverged(self) -> LLMUnavailableError:
+        return LLMUnavailableError(
+            f"{self.what}: the reply stream was cut after {len(self.sent)} characters and the retry answered "
+            "differently; ask again"
+        )
+
+
+def stream_with_retry(
+    what: str, open_stream: Callable[[], Iterator[ChatEvent]], policy: RetryPolicy,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[ChatEvent]:
+    """Stream ``open_stream()``; on :class:`RetryableLLMError` (also mid-stream) back off and
+    open it again, passing on only text the consumer has not seen (:class:`ResumedStream`)."""
+    resumed, budget = ResumedStream(what), RetryBudget(what, policy)
+    while True:
+        resumed.start_attempt()
+        try:
+            yield from resumed.pass_on(open_stream())
+            return
+        except RetryableLLMError as exc:
+            sleep(budget.next_delay(exc))
 
 
 class RetryingChat:
@@ -69,6 +165,10 @@ class RetryingChat:
 
     def complete(self, request: ChatRequest) -> ChatResponse:
         return call_with_retry(f"chat model {self.name}", lambda: self.inner.complete(request), self.policy, self.sleep)
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        return stream_with_retry(f"chat model {self.name}", lambda: stream_chat(self.inner, request), self.policy,
+                                 self.sleep)
 
 
 class RetryingEmbedder:
@@ -92,6 +192,11 @@ class LimitedChat:
         with self._slots:
             return self.inner.complete(request)
 
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        """Holds its slot until the stream ends (or its consumer closes it)."""
+        with self._slots:
+            yield from stream_chat(self.inner, request)
+
 
 class CachedChat:
     def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
@@ -105,6 +210,21 @@ class CachedChat:
         response = self.inner.complete(request)
         self.cache.put_chat(key, self.name, request.stage, response.to_json())
         return response
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        """A hit is replayed as one chunk; a streamed reply is stored only once it finished."""
+        key = request.cache_key(self.name)
+        hit = self.cache.get_chat(key)
+        if hit is not None:
+            response = ChatResponse(**hit, cached=True)
+            if response.text:
+                yield response.text
+            yield response
+            return
+        for event in stream_chat(self.inner, request):
+            if isinstance(event, ChatResponse):
+                self.cache.put_chat(key, self.name, request.stage, event.to_json())
+            yield event
 
 
 class CachedEmbedder:
@@ -141,16 +261,30 @@ class AccountedChat:
     def complete(self, request: ChatRequest) -> ChatResponse:
         start = time.perf_counter()
         response = self.inner.complete(request)
-        self.ledger.record(
-            request.stage,
-            llm_calls=0 if response.cached else 1,
-            cache_hits=1 if response.cached else 0,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            cut_replies=1 if response.finish_reason == "length" else 0,
-            seconds=time.perf_counter() - start,
-        )
+        charge(self.ledger, request, response, time.perf_counter() - start)
         return response
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        """Charged when the final response arrives, exactly as :meth:`complete` is."""
+        start = time.perf_counter()
+        for event in stream_chat(self.inner, request):
+            if isinstance(event, ChatResponse):
+                charge(self.ledger, request, event, time.perf_counter() - start)
+            yield event
+
+
+def charge(ledger: UsageLedger, request: ChatRequest, response: ChatResponse, seconds: float) -> None:
+    """One chat reply on ``request.stage``: a real call or a cache hit, its tokens, whether it was cut."""
+    ledger.record(
+        request.stage,
+        llm_calls=0 if response.cached else 1,
+        cache_hits=1 if response.cached else 0,
+        prompt_tokens=response.prompt_tokens,
+        completion_tokens=response.completion_tokens,
+        cut_replies=1 if response.finish_reason == "length" else 0,
+        estimated_replies=1 if response.usage_estimated else 0,
+        seconds=seconds,
+    )
 
 
 class AccountedEmbedder:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -26,7 +28,8 @@ import httpx
 import numpy as np
 
 from unirag.errors import LLMError, RetryableLLMError
-from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.streaming import ChunkAssembler, sse_data
 
 JsonMode = Literal["auto", "on", "off"]
 
@@ -128,21 +131,52 @@ class _Endpoint:
         before deciding (the JSON-mode fallback needs that).
         """
         url = f"{self.base_url}{path}"
-        shown = _display_url(url)
         try:
-            return self._client.post(url, json=payload, headers=self._headers, timeout=self.timeout)
-        except httpx.TimeoutException:
-            raise RetryableLLMError(f"{self.kind} {self.model}: timed out after {self.timeout:g}s at {shown}") from None
-        except httpx.UnsupportedProtocol:
-            # A base_url without http:// or https:// will never work; retrying it is pointless.
-            raise LLMError(
-                f"{self.kind} {self.model}: base_url {self.base_url!r} must start with http:// or https://"
-            ) from None
+            return self._client.post(url, json=payload, headers=self.headers, timeout=self.timeout)
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise self.transport_error(exc, url) from None
+
+    @contextmanager
+    def stream_lines(self, path: str, payload: dict[str, Any]) -> Iterator[tuple[httpx.Response, Iterator[str]]]:
+        """POST ``payload`` and read the answer line by line as it arrives (server-sent events).
+
+        Yields the response (status unchecked, as :meth:`post`) and its lines; a
+        connection that drops or stalls mid-stream is a retryable one-line error.
+        """
+        url = f"{self.base_url}{path}"
+        try:
+            with self._client.stream("POST", url, json=payload, headers=self.headers, timeout=self.timeout) as response:
+                yield response, self._guarded(response.iter_lines(), url)
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise self.transport_error(exc, url) from None
+
+    def _guarded(self, lines: Iterator[str], url: str) -> Iterator[str]:
+        try:
+            yield from lines
         except httpx.TransportError as exc:
-            reason = self._redact(str(exc) or type(exc).__name__)
-            raise RetryableLLMError(f"cannot reach {shown}: {reason}") from None
-        except httpx.InvalidURL as exc:
-            raise LLMError(f"{self.kind} {self.model}: invalid base_url {self.base_url!r} ({exc})") from None
+            raise self.transport_error(exc, url, mid_stream=True) from None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self._headers
+
+    def transport_error(self, exc: Exception, url: str, mid_stream: bool = False) -> LLMError:
+        """The one-line error for a failure below HTTP: retryable unless the URL can never work."""
+        shown = _display_url(url)
+        cut = "the reply stream was cut: " if mid_stream else ""
+        if isinstance(exc, httpx.TimeoutException):
+            return RetryableLLMError(f"{self.kind} {self.model}: {cut}timed out after {self.timeout:g}s at {shown}")
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            # A base_url without http:// or https:// will never work; retrying it is pointless.
+            return LLMError(
+                f"{self.kind} {self.model}: base_url {self.base_url!r} must start with http:// or https://"
+            )
+        if isinstance(exc, httpx.InvalidURL):
+            return LLMError(f"{self.kind} {self.model}: invalid base_url {self.base_url!r} ({exc})")
+        reason = self._redact(str(exc) or type(exc).__name__)
+        if mid_stream:
+            return RetryableLLMError(f"{self.kind} {self.model}: {cut}{reason} ({shown})")
+        return RetryableLLMError(f"cannot reach {shown}: {reason}")
 
     def check(self, response: httpx.Response) -> None:
         """Raise the right error for a non-2xx response; return quietly otherwise."""
@@ -247,7 +281,8 @@ class OpenAIChat:
         with self._json_lock:
             return not self._json_rejected
 
-    def complete(self, request: ChatRequest) -> ChatResponse:
+    def payload(self, request: ChatRequest) -> tuple[dict[str, Any], bool]:
+        """The request body, and whether it asks for JSON output (``response_format``)."""
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [dict(message) for message in request.messages],
@@ -257,14 +292,48 @@ class OpenAIChat:
         with_format = self._send_response_format(request)
         if with_format:
             payload["response_format"] = {"type": "json_object"}
-        response = self._endpoint.post("/chat/completions", payload)
+        return payload, with_format
+
+    def rejected_json_mode(self, with_format: bool, response: httpx.Response) -> bool:
+        """A 400/422 about ``response_format`` under ``json_mode: auto``: stop sending it (once per instance)."""
         if with_format and self.json_mode == "auto" and _mentions_json_mode(response):
             with self._json_lock:
                 self._json_rejected = True
+            return True
+        return False
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        payload, with_format = self.payload(request)
+        response = self._endpoint.post("/chat/completions", payload)
+        if self.rejected_json_mode(with_format, response):
             del payload["response_format"]
             response = self._endpoint.post("/chat/completions", payload)
         self._endpoint.check(response)
         return self._parse(self._endpoint.json_body(response))
+
+    def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
+        """The reply as it is generated (``stream: true``), then the whole :class:`ChatResponse`.
+
+        Usage comes from the last chunk (``stream_options.include_usage``); a server
+        that sends none gets its tokens counted by our tokenizer, marked
+        ``usage_estimated``. A stream that ends before a finish reason is a
+        retryable error, so nothing half-received is ever taken for a reply.
+        """
+        payload, with_format = self.payload(request)
+        payload.update(stream=True, stream_options={"include_usage": True})
+        assembler = ChunkAssembler(f"chat model {self.model}")
+        with self._endpoint.stream_lines("/chat/completions", payload) as (response, lines):
+            if not 200 <= response.status_code < 300:
+                response.read()
+                if self.rejected_json_mode(with_format, response):
+                    yield from self.stream(request)
+                    return
+                self._endpoint.check(response)
+            for chunk in sse_data(lines):
+                text = assembler.feed(chunk)
+                if text:
+                    yield text
+        yield assembler.response(request)
 
     def _parse(self, body: dict[str, Any]) -> ChatResponse:
         choices = body.get("choices")

@@ -1,7 +1,10 @@
 """The one method runner: conversions, operators in order, then generation.
 
-Every method, shipped or user-written, goes through :meth:`MethodRunner.run`.
-Indices are loaded once per runner (per process) and reused across queries.
+Every method, shipped or user-written, goes through :meth:`MethodRunner.run`, or,
+for a caller that makes the final model call itself (streamed, async: ``unirag.api``),
+through its three steps :meth:`~MethodRunner.retrieve`, :meth:`~MethodRunner.plan` and
+:meth:`~MethodRunner.result`. Indices are loaded once per runner (per process) and
+reused across queries; concurrent queries share them read-only.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.config import Settings
-from unirag.generate.modes import generate as generate_answer
+from unirag.generate.modes import plan_answer
+from unirag.generate.plan import AnswerPlan
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
 from unirag.methods.spec import MethodSpec, OperatorCall, RepeatBlock, Rounds
@@ -32,6 +36,9 @@ class QueryResult:
     ledger: UsageLedger
     timings: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
+    # Artifacts brought up to date before the query ran (artifact -> why) and their usage.
+    refreshed: dict[str, str] = field(default_factory=dict)
+    refresh_ledger: UsageLedger | None = None
 
     def usage(self) -> dict[str, Any]:
         total = self.ledger.total()
@@ -56,6 +63,9 @@ class QueryResult:
             "usage_by_stage": self.ledger.to_json(),
             "timings": {name: round(seconds, 4) for name, seconds in self.timings.items()},
             "rounds": self.rounds,
+            **({"refreshed": {"artifacts": self.refreshed,
+                              "usage_by_stage": self.refresh_ledger.to_json() if self.refresh_ledger else {}}}
+               if self.refreshed else {}),
         }
 
 
@@ -66,15 +76,26 @@ def chat_seconds(ledger: UsageLedger) -> float:
 
 class MethodRunner:
     def __init__(self, workspace: Workspace, settings: Settings, stack: ModelStack,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, resources: Resources | None = None) -> None:
+        """``resources``: indices another runner already loaded (a per-query ``top_k`` shares them)."""
         self.settings = settings
         self.stack = stack
         self.progress = progress
-        self.resources = Resources(workspace, settings)
+        self.resources = resources if resources is not None else Resources(workspace, settings)
 
     def run(self, spec: MethodSpec, question: str, generate: bool = True) -> QueryResult:
         """Answer ``question``; ``generate=False`` stops after retrieval (for evaluation)."""
-        started = time.perf_counter()
+        state = self.retrieve(spec, question)
+        answer = raw = ""
+        if generate:
+            tick = time.perf_counter()
+            answer, raw = self.plan(state, spec).complete(state.models.chat)
+            state.timings["generate"] = time.perf_counter() - tick
+        return self.result(state, spec, answer, raw)
+
+    def retrieve(self, spec: MethodSpec, question: str) -> QueryState:
+        """Conversions and operators: the state holds the context (``items``), the query's
+        ledger (``models.ledger``) and its timings so far."""
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)
@@ -93,13 +114,18 @@ class MethodRunner:
         state.timings["retrieval"] = sum(
             seconds for name, seconds in state.timings.items() if name.startswith(("question.", "operator.")))
         state.timings["retrieval.llm"] = chat_seconds(ledger)
-        answer = raw = ""
-        if generate:
-            tick = time.perf_counter()
-            answer, raw = generate_answer(state, spec.generation)
-            state.timings["generate"] = time.perf_counter() - tick
-        state.timings["total"] = time.perf_counter() - started
-        return QueryResult(question, spec.name, answer, raw, state.items, ledger, state.timings, state.rounds)
+        return state
+
+    def plan(self, state: QueryState, spec: MethodSpec) -> AnswerPlan:
+        """The generation up to its final call (map / filter calls included), that call prepared.
+        The caller times the whole generation into ``state.timings["generate"]``."""
+        return plan_answer(state, spec.generation)
+
+    @staticmethod
+    def result(state: QueryState, spec: MethodSpec, answer: str, raw: str) -> QueryResult:
+        state.timings["total"] = time.perf_counter() - state.started
+        return QueryResult(state.question, spec.name, answer, raw, state.items, state.models.ledger, state.timings,
+                           state.rounds)
 
     def _run_call(self, state: QueryState, call: OperatorCall, key: str) -> None:
         """One operator: its items join the context (unless ``emit: false``); its seconds go to ``key.op``."""

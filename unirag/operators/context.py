@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -253,3 +254,4 @@ class QueryState:
     rounds: dict[str, int] = field(default_factory=dict)  # rounds each ``repeat`` block ran, by its position
     # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
     progress: Progress | None = None
+    started: float = field(default_factory=time.perf_counter)  # for the query's total seconds

@@ -1,0 +1,488 @@
+"""The Python API: one workspace as an object you index into and ask.
+
+    from unirag import UniRAG
+
+    with UniRAG("my-ws") as rag:                  # settings: defaults < my-ws/unirag.yaml < UNIRAG_* < arguments
+        rag.index(["docs/"])
+        result = rag.query("Who founded X?", method="hipporag")
+        print(result.answer, [item.source for item in result.context])
+        for event in rag.stream("And why?"):      # AnswerDelta(text)..., then QueryDone(result)
+            ...
+
+Why one object per workspace: the model clients, the response cache and the
+indices a query loads are built once and shared by every later call (and by
+concurrent ones: indices are read-only once loaded). The CLI commands call the
+same code (``UniRAG.attach`` around what a command opened), so the API and the
+CLI cannot drift apart.
+
+Sync and async. ``index``/``query``/``stream``/``delete`` have async twins
+(``aindex``, ``aquery``, ``astream``, ``adelete``) that never block the event
+loop: a query's retrieval (CPU-bound index work, and the model calls of agent
+operators and map/filter steps, through the sync clients) runs in a worker
+thread; its final generation call, the one that streams, is awaited on the
+loop, as real async HTTP for an OpenAI-compatible endpoint (the embedded
+SmolLM2 is native and blocking: its calls run in a worker thread too).
+Indexing and deleting run in a worker thread.
+
+Writes are serialised per object: one ``index``, ``delete`` or artifact refresh
+at a time; queries run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, QueryEvent
+from unirag.errors import SourceError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from unirag.config import Settings
+    from unirag.generate.plan import AnswerPlan
+    from unirag.llm.base import ChatModel, EmbeddingModel, UsageLedger
+    from unirag.llm.factory import AsyncChatStack, ModelStack
+    from unirag.methods.runner import MethodRunner, QueryResult
+    from unirag.methods.spec import MethodSpec
+    from unirag.operators.context import QueryState
+    from unirag.pipeline import DeleteReport, IndexReport
+    from unirag.progress import Progress
+    from unirag.text.types import Document
+    from unirag.workspace import Workspace
+
+
+def resolve_settings(root: Path | None, settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:
+    """The CLI's precedence: defaults < ``root/unirag.yaml`` < ``UNIRAG_*`` env < ``overrides``.
+
+    ``overrides`` keys are dotted (``"chat.model"``), double-underscored
+    (``chat__model``) or sections with nested values (``chat={"model": ...}``);
+    ``None`` values are ignored. A given ``settings`` replaces the first three
+    layers (it is taken as is), ``overrides`` still win over it.
+    """
+    from unirag.config import load_settings, override_settings
+
+    dotted = {key.replace("__", "."): value for key, value in overrides.items()}
+    if settings is None:
+        return load_settings(root, dotted)
+    return override_settings(settings, dotted)
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    """What an ``index`` call asks for, checked before anything is written."""
+
+    sources: list[str]
+    graphs: list[str] | None  # None: the settings' ``graph.graphs``
+    artifacts: list[str]
+
+
+def plan_index(
+    sources: str | Path | Sequence[str | Path] | None,
+    *,
+    fmt: str = "auto",
+    graphs: str | Sequence[str] | None = None,
+    indices: str | Sequence[str] | None = None,
+    method: str | None = None,
+) -> IndexPlan:
+    """Check an index request: the format is known, every source exists, graph, index and
+    method names resolve. One-line errors, and nothing is written, on any mistake."""
+    from unirag.errors import UniragError
+    from unirag.graph.graph_build import parse_graph_list
+    from unirag.index.artifacts import resolve_names
+    from unirag.text.loaders import FORMATS
+
+    if fmt not in FORMATS:
+        raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
+    wanted_graphs = parse_graph_list(_comma_list(graphs)) if graphs is not None else None
+    names = [n.strip() for n in _comma_list(indices).split(",") if n.strip()]
+    artifacts = resolve_names(names) if names else []
+    paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources or []]
+    missing = [str(s) for s in paths if not s.exists()]
+    if missing:
+        raise SourceError(f"{missing[0]}: no such file or directory")
+    if method:
+        from unirag.methods.spec import resolve_method
+
+        artifacts += resolve_method(method).requires()
+    return IndexPlan([str(s) for s in paths], wanted_graphs, artifacts)
+
+
+def _comma_list(names: str | Sequence[str] | None) -> str:
+    return names if isinstance(names, str) else ",".join(names or [])
+
+
+def as_document(item: Document | Mapping[str, Any]) -> Document:
+    """A :class:`~unirag.text.types.Document`, or a record ``{"text", "title"?, "id"?, "source"?}``
+    (the shape of a JSONL line); a record's ``id`` is its key, as in a JSONL file."""
+    from unirag.text.types import Document
+
+    if isinstance(item, Document):
+        return item
+    if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
+        raise SourceError(f"a document must be a Document or a mapping with a 'text' string, not {item!r:.80}")
+    meta = {"key": str(item["id"])} if item.get("id") is not None else {}
+    return Document(str(item.get("title") or ""), item["text"], str(item.get("source") or ""), meta=meta)
+
+
+def workspace_stats(workspace: Workspace) -> dict[str, Any]:
+    """Counts of documents and chunks, graphs, communities per level, artifacts, usage per stage
+    (what ``unirag stats --json`` prints)."""
+    from unirag.graph.graph_store import GraphStore
+
+    store = GraphStore(workspace)
+    manifest = workspace.manifest()
+    usage = workspace.usage_by_stage()
+    extractor = manifest.get("graph", {}).get("config", {}).get("extractor", "")
+    extracted = len(store.extracted_chunk_ids(extractor)) if extractor else 0
+    extract_usage = usage.get("build.extract")
+    return {
+        "workspace": str(workspace.root),
+        **workspace.counts(),
+        "graphs": store.type_counts(),
+        "extractor": extractor,
+        "extraction_failures": dict(store.extraction_failures(extractor)) if extractor else {},
+        "extract_prompt_tokens_per_chunk": (
+            round(extract_usage.prompt_tokens / extracted, 1) if extract_usage and extracted else None
+        ),
+        "communities": {
+            name.split(":", 1)[1]: {"level_order": entry.get("level_order"), "levels": entry.get("levels", {})}
+            for name, entry in manifest.items() if name.startswith("communities:")
+        },
+        "artifacts": manifest,
+        "corpus_version": workspace.corpus_version(),
+        "stale_artifacts": workspace.stale_artifacts(),
+        "cache": workspace.cache().counts(),
+        "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
+    }
+
+
+@dataclass
+class _QueryRun:
+    """One query between its retrieval and its final call."""
+
+    spec: MethodSpec
+    runner: MethodRunner
+    state: QueryState
+    refreshed: dict[str, str]
+    refresh_ledger: UsageLedger
+
+
+class UniRAG:
+    """One workspace, its settings, its model clients and its loaded indices.
+
+    ``UniRAG(workspace, settings=None, create=True, **overrides)``: ``create``
+    makes the directory and its ``unirag.yaml`` when missing (else a missing
+    workspace is an error); ``overrides`` as :func:`resolve_settings`
+    (``chat={"base_url": ..., "model": ...}``, ``retrieval__top_k=8``,
+    ``**{"graph.extractor": "nlp"}``). ``chat_backend`` / ``embedding_backend``
+    replace the model backends the settings name (test doubles, a custom client);
+    they still get the cache, retry and concurrency layers.
+    """
+
+    def __init__(
+        self,
+        workspace: str | Path,
+        *,
+        settings: Settings | None = None,
+        create: bool = True,
+        chat_backend: ChatModel | None = None,
+        embedding_backend: EmbeddingModel | None = None,
+        **overrides: Any,
+    ) -> None:
+        from unirag.workspace import Workspace
+
+        root = Path(workspace)
+        opened = Workspace.init(root) if create else Workspace.open(root)
+        try:
+            resolved = resolve_settings(root, settings, overrides)
+        except BaseException:
+            opened.close()
+            raise
+        self._setup(opened, resolved, None, chat_backend, embedding_backend, None)
+
+    @classmethod
+    def attach(cls, workspace: Workspace, settings: Settings, stack: ModelStack,
+               progress: Progress | None = None) -> UniRAG:
+        """Around a workspace, settings and model stack the caller already has (the CLI's
+        commands); ``progress`` shows bars for long steps. ``close()`` closes the workspace."""
+        rag = cls.__new__(cls)
+        rag._setup(workspace, settings, stack, None, None, progress)
+        return rag
+
+    def _setup(self, workspace: Workspace, settings: Settings, stack: ModelStack | None,
+               chat_backend: ChatModel | None, embedding_backend: EmbeddingModel | None,
+               progress: Progress | None) -> None:
+        from unirag.progress import Progress
+
+        self.workspace = workspace
+        self.settings = settings
+        self.progress = progress or Progress(enabled=False)
+        self._stack = stack
+        self._backends = (chat_backend, embedding_backend)
+        self._runner: MethodRunner | None = None
+        self._async: tuple[asyncio.AbstractEventLoop, AsyncChatStack] | None = None
+        # One writer at a time (index, delete, a query's artifact refresh) and the lazily built members.
+        self._lock = threading.RLock()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return self.workspace.root
+
+    @property
+    def stack(self) -> ModelStack:
+        """The layered model clients, built on first use (the embedded models load on their first call)."""
+        with self._lock:
+            if self._stack is None:
+                from unirag.llm.factory import build_stack
+
+                chat, embedder = self._backends
+                self._stack = build_stack(self.settings, self.workspace.cache(), chat=chat, embedder=embedder)
+            return self._stack
+
+    def close(self) -> None:
+        """Close the workspace and its cache. An async client is closed by :meth:`aclose` (on its loop)."""
+        self._async = None
+        self.workspace.close()
+
+    async def aclose(self) -> None:
+        """Close the async model client of the running loop, then as :meth:`close`."""
+        if self._async is not None and self._async[0] is asyncio.get_running_loop():
+            await self._async[1].aclose()
+        self.close()
+
+    def __enter__(self) -> UniRAG:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> UniRAG:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()
+
+    # -- corpus ----------------------------------------------------------------------------------
+
+    def index(
+        self,
+        sources: str | Path | Sequence[str | Path] | None = None,
+        *,
+        documents: Iterable[Document | Mapping[str, Any]] | None = None,
+        graphs: str | Sequence[str] | None = None,
+        indices: str | Sequence[str] | None = None,
+        method: str | None = None,
+        fmt: str = "auto",
+        sync: bool = False,
+        rebuild: bool = False,
+    ) -> IndexReport:
+        """Add files or directories (``sources``) and/or in-memory ``documents`` (Document objects
+        or ``{"text", "title"?, "id"?}`` records), then build the chunk indices, the ``graphs``
+        (``"kg,tree"`` or a list; default ``graph.graphs``), the ``indices`` (artifact names or
+        aliases: ``"graphrag"``, ``["entity_vectors"]``, ``"all"``) and what ``method`` needs.
+        With neither sources nor documents, builds on the stored corpus. As ``unirag index``:
+        resumable, unchanged input is a no-op, ``sync`` deletes documents of vanished files,
+        ``rebuild`` re-chunks from scratch. Returns the report (``.to_json()`` as ``--json``)."""
+        from unirag.pipeline import run_index
+
+        plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+        docs = [as_document(item) for item in documents] if documents is not None else None
+        with self._lock:
+            try:
+                return run_index(self.workspace, plan.sources, self.settings, self.stack, fmt, self.progress,
+                                 rebuild=rebuild, graphs=plan.graphs, artifacts=plan.artifacts, documents=docs,
+                                 sync=sync)
+            finally:
+                self._runner = None  # the next query loads the new artifacts
+
+    def delete(self, ids_or_sources: str | Sequence[str]) -> DeleteReport:
+        """Delete documents (ids, indexed files or directories, ``FILE#RECORD``) with everything
+        derived only from them, then refresh every built artifact. An unknown target changes nothing."""
+        from unirag.pipeline import run_delete
+
+        targets = [ids_or_sources] if isinstance(ids_or_sources, str) else list(ids_or_sources)
+        with self._lock:
+            try:
+                return run_delete(self.workspace, targets, self.settings, self.stack, self.progress)
+            finally:
+                self._runner = None
+
+    def documents(self) -> list[DocumentInfo]:
+        """Every stored document, in the order added."""
+        return [DocumentInfo.from_row(row) for row in self.workspace.documents()]
+
+    def methods(self) -> list[MethodInfo]:
+        """Every shipped method (a spec file path works too wherever a method is named)."""
+        from unirag.methods.spec import builtin_methods
+
+        return [MethodInfo.from_spec(spec) for spec in builtin_methods().values()]
+
+    def stats(self) -> dict[str, Any]:
+        """What ``unirag stats --json`` prints: counts, graphs, communities, artifacts, usage."""
+        return workspace_stats(self.workspace)
+
+    def export(self, graph: str, format: str = "graphml", out: str | Path | None = None) -> Path:
+        """Write one graph type (kg, tkg, rkg, pg, tree, hybrid) as GraphML or Parquet; the path written."""
+        from unirag.graph.export import export_graph
+
+        return Path(export_graph(self.workspace, graph, format, Path(out) if out is not None else None))
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def query(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
+              retrieve_only: bool = False, build: bool = True) -> QueryResult:
+        """Answer ``question`` with ``method`` (a name, alias, spec file or spec; default the
+        settings' ``method``, ``vanilla``). ``top_k``: items per retrieval operator for this
+        query; ``retrieve_only``: the context without an answer; ``build=False``: refuse (one
+        line) instead of building missing or stale artifacts first."""
+        return _last(self._events(question, method, top_k, retrieve_only, build, streamed=False))
+
+    def stream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
+               retrieve_only: bool = False, build: bool = True) -> Iterator[QueryEvent]:
+        """As :meth:`query`, yielding :class:`AnswerDelta` events as the final model call
+        generates, then one :class:`QueryDone` with the result. The deltas concatenate to
+        ``result.raw_answer`` (the model's text; ``result.answer`` is read from it), or to
+        ``result.answer`` when no call was needed (the no-data answer of map-reduce)."""
+        return self._events(question, method, top_k, retrieve_only, build, streamed=True)
+
+    def _events(self, question: str, method: str | MethodSpec | None, top_k: int | None, retrieve_only: bool,
+                build: bool, streamed: bool) -> Iterator[QueryEvent]:
+        from unirag.llm.base import ChatResponse
+        from unirag.llm.streaming import stream_chat
+
+        run = self._begin(question, method, top_k, build)
+        answer = raw = ""
+        if not retrieve_only:
+            tick = time.perf_counter()
+            plan = run.runner.plan(run.state, run.spec)
+            if plan.request is None or not streamed:
+                answer, raw = plan.complete(run.state.models.chat)
+                if streamed and answer:
+                    yield AnswerDelta(answer)
+            else:
+                for event in stream_chat(run.state.models.chat, plan.request):
+                    if isinstance(event, ChatResponse):
+                        answer, raw = plan.finish(event.text)
+                    else:
+                        yield AnswerDelta(event)
+            run.state.timings["generate"] = time.perf_counter() - tick
+        yield QueryDone(self._finish(run, answer, raw))
+
+    def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool) -> _QueryRun:
+        """Resolve the method, bring what it needs up to date, retrieve."""
+        from unirag.llm.base import UsageLedger
+        from unirag.methods.spec import MethodSpec, resolve_method
+        from unirag.pipeline import prepare_query
+
+        spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
+        refresh = UsageLedger()
+        with self._lock:
+            refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
+                                      build=build, ledger=refresh)
+            if refreshed:
+                self._runner = None
+            runner = self._runner_for(top_k)
+        state = runner.retrieve(spec, question)
+        return _QueryRun(spec, runner, state, refreshed, refresh)
+
+    def _runner_for(self, top_k: int | None) -> MethodRunner:
+        """The shared runner (its indices load once), or one with another ``top_k`` sharing them."""
+        from unirag.config import override_settings
+        from unirag.methods.runner import MethodRunner
+
+        with self._lock:
+            if self._runner is None:
+                self._runner = MethodRunner(self.workspace, self.settings, self.stack, self.progress)
+            if top_k is None or top_k == self.settings.retrieval.top_k:
+                return self._runner
+            settings = override_settings(self.settings, {"retrieval.top_k": top_k})
+            return MethodRunner(self.workspace, settings, self.stack, self.progress, self._runner.resources)
+
+    def _finish(self, run: _QueryRun, answer: str, raw: str) -> QueryResult:
+        result = run.runner.result(run.state, run.spec, answer, raw)
+        result.refreshed, result.refresh_ledger = run.refreshed, run.refresh_ledger
+        with self._lock:
+            self.workspace.record_usage(f"query:{run.spec.name}", result.ledger)
+        return result
+
+    # -- async twins -----------------------------------------------------------------------------
+
+    async def aindex(self, sources: str | Path | Sequence[str | Path] | None = None, **options: Any) -> IndexReport:
+        """:meth:`index` in a worker thread (its options too)."""
+        return await asyncio.to_thread(lambda: self.index(sources, **options))
+
+    async def adelete(self, ids_or_sources: str | Sequence[str]) -> DeleteReport:
+        """:meth:`delete` in a worker thread."""
+        return await asyncio.to_thread(self.delete, ids_or_sources)
+
+    async def aquery(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
+                     retrieve_only: bool = False, build: bool = True) -> QueryResult:
+        """:meth:`query` without blocking the loop (module docstring: what runs where)."""
+        events = self._aevents(question, method, top_k, retrieve_only, build, streamed=False)
+        return _last([event async for event in events])
+
+    def astream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
+                retrieve_only: bool = False, build: bool = True) -> AsyncIterator[QueryEvent]:
+        """:meth:`stream` as an async iterator: ``async for event in rag.astream(q): ...``."""
+        return self._aevents(question, method, top_k, retrieve_only, build, streamed=True)
+
+    async def _aevents(self, question: str, method: str | MethodSpec | None, top_k: int | None,
+                       retrieve_only: bool, build: bool, streamed: bool) -> AsyncIterator[QueryEvent]:
+        from unirag.llm.async_layers import AsyncAccountedChat
+        from unirag.llm.base import ChatResponse
+
+        run = await asyncio.to_thread(self._begin, question, method, top_k, build)
+        answer = raw = ""
+        if not retrieve_only:
+            tick = time.perf_counter()
+            plan: AnswerPlan = await asyncio.to_thread(run.runner.plan, run.state, run.spec)
+            if plan.request is None:
+                answer, raw = plan.finish("")
+                if streamed and answer:
+                    yield AnswerDelta(answer)
+            else:
+                chat = AsyncAccountedChat(self._async_chat().chat, run.state.models.ledger)
+                if not streamed:
+                    answer, raw = plan.finish((await chat.acomplete(plan.request)).text)
+                else:
+                    async for event in chat.astream(plan.request):
+                        if isinstance(event, ChatResponse):
+                            answer, raw = plan.finish(event.text)
+                        else:
+                            yield AnswerDelta(event)
+            run.state.timings["generate"] = time.perf_counter() - tick
+        yield QueryDone(await asyncio.to_thread(self._finish, run, answer, raw))
+
+    def _async_chat(self) -> AsyncChatStack:
+        """The async chat stack of the running loop (its HTTP client and semaphore belong to it)."""
+        from unirag.llm.factory import build_async_chat
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._async is None or self._async[0] is not loop:
+                backend = self.stack.backend
+                if backend is None:  # a stack assembled by hand: its layered chat, in worker threads
+                    self._async = (loop, build_async_chat(self.settings, None, self.stack.chat))
+                else:
+                    self._async = (loop, build_async_chat(self.settings, self.workspace.cache(), backend))
+            return self._async[1]
+
+
+def _last(events: Iterable[QueryEvent]) -> QueryResult:
+    """The result carried by the final :class:`QueryDone` of a query's events."""
+    done = None
+    for event in events:
+        done = event
+    if not isinstance(done, QueryDone):
+        raise RuntimeError("a query ended without its result")
+    return done.result
