@@ -12,16 +12,27 @@ from typing import Any
 
 import numpy as np
 
+from unirag.errors import WorkspaceError
 from unirag.workspace import atomic_path, atomic_write_bytes
+
+
+def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
+    """One message for every way a query's embeddings cannot be compared with an
+    artifact's (another model name, another dimension): the fix is the same."""
+    return WorkspaceError(
+        f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
+        "use the same embedding settings, or re-index with 'unirag index --rebuild'"
+    )
 
 
 class HnswIndex:
     """Build once, save to the workspace, load once per process, search many times."""
 
-    def __init__(self, index: Any, ids: list[str], dim: int) -> None:
+    def __init__(self, index: Any, ids: list[str], dim: int, label: str = "vectors") -> None:
         self._index = index
         self.ids = ids
         self.dim = dim
+        self.label = label  # the artifact's name, for messages
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: list[str], m: int = 16, ef_construction: int = 200) -> HnswIndex:
@@ -48,13 +59,14 @@ class HnswIndex:
         atomic_write_bytes(self.ids_path(path), json.dumps({"dim": self.dim, "ids": self.ids}).encode())
 
     @classmethod
-    def load(cls, path: Path) -> HnswIndex:
+    def load(cls, path: Path, label: str | None = None) -> HnswIndex:
+        """``label``: the artifact's name in messages (default: the file's stem)."""
         import hnswlib
 
         meta = json.loads(cls.ids_path(path).read_text())
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(meta["ids"])))
-        return cls(index, meta["ids"], meta["dim"])
+        return cls(index, meta["ids"], meta["dim"], label or path.stem)
 
     @staticmethod
     def load_ids(path: Path) -> list[str]:
@@ -71,7 +83,7 @@ class HnswIndex:
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
         if query.shape[1] != self.dim:
-            raise ValueError(f"query has {query.shape[1]} dimensions, the index {self.dim}")
+            raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
         self._index.set_ef(max(64, 2 * k))
         labels, distances = self._index.knn_query(query, k=k)
         return [
