@@ -87,7 +87,7 @@ def _settings(workspace: Path | None, **flags: Any) -> Any:
 def _stack(settings: Any, workspace: Any) -> Any:
     from unirag.llm.factory import build_stack
 
-    return build_stack(settings, workspace.cache())
+    return build_stack(settings, workspace.cache(_warn))
 
 
 def _show_progress(quiet: bool) -> Any:
@@ -432,7 +432,7 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
             "artifacts": manifest,
             "corpus_version": ws.corpus_version(),
             "stale_artifacts": ws.stale_artifacts(),
-            "cache": ws.cache().counts(),
+            "cache": ws.cache(_warn).counts(),
             "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
         }
     finally:
