@@ -262,7 +262,8 @@ def query(
         stack = _stack(settings, ws)
         progress = _show_progress(as_json)
         refresh = UsageLedger()
-        built = prepare_query(ws, settings, stack, spec.requires(), progress, build=not no_build, ledger=refresh)
+        built = prepare_query(ws, settings, stack, spec.requires(), progress, build=not no_build, ledger=refresh,
+                              note=_err)
         if built:
             total = refresh.total()
             _err(f"brought what {spec.name} needs up to date first: "

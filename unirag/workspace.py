@@ -301,20 +301,47 @@ class Workspace:
             self._cache = None
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Hold the workspace's write lock (one writer at a time)."""
+    def writing(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """Hold the workspace's write lock (one writer at a time).
+
+        ``wait``: seconds to wait for another writer to finish (said once through
+        ``on_wait``) instead of failing at once: a query that needs what another process
+        is building waits for it rather than failing."""
         import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / ".lock", "w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise WorkspaceError(f"{self.root} is being written by another unirag process") from None
+            self._lock_or_wait(handle, wait, on_wait)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _lock_or_wait(self, handle: Any, wait: float, on_wait: Callable[[str], None] | None) -> None:
+        """Take the exclusive lock on ``handle``, polling up to ``wait`` seconds; a one-line
+        :class:`WorkspaceError` when another process still holds it."""
+        import fcntl
+
+        deadline = time.monotonic() + wait
+        said = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if wait <= 0:
+                raise WorkspaceError(f"{self.root} is being written by another unirag process")
+            if time.monotonic() >= deadline:
+                raise WorkspaceError(
+                    f"{self.root} is still being written by another unirag process after {wait:g} s: run the "
+                    "command again when it has finished, or raise retrieval.build_wait"
+                )
+            if not said and on_wait is not None:
+                on_wait(f"{self.root} is being written by another unirag process: waiting for it "
+                        f"(up to {wait:g} s, retrieval.build_wait)")
+                said = True
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def artifact_path(self, name: str) -> Path:
         return self.root / "artifacts" / name
