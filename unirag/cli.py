@@ -91,10 +91,10 @@ def _stack(settings: Any, workspace: Any) -> Any:
 
 
 def _show_progress(quiet: bool) -> Any:
-    """Bars only on an interactive stderr: logs and pipes get the summary alone."""
+    """Bars on an interactive stderr; logs and pipes get a plain line every few seconds of a long step."""
     from unirag.progress import Progress
 
-    return Progress(enabled=not quiet and sys.stderr.isatty())
+    return Progress(enabled=not quiet, lines=not sys.stderr.isatty())
 
 
 @app.callback(invoke_without_command=True)

@@ -354,9 +354,10 @@ class Workspace:
         """The distinct non-empty titles of stored documents (gold evidence given by title)."""
         return {row[0] for row in self.db.execute("SELECT DISTINCT title FROM documents") if row[0]}
 
-    def add_documents(self, items: Iterable[tuple[Document, list[Chunk]]]) -> tuple[int, int]:
+    def add_documents(self, items: Iterable[tuple[Document, Iterable[Chunk]]]) -> tuple[int, int]:
         """Append documents with their chunks and origins in one transaction; returns
-        counts added. Adding anything moves the corpus to a new version."""
+        counts added. Adding anything moves the corpus to a new version. Chunks may
+        come lazily: they are written as they come, never all held at once."""
         now = time.time()
         docs = chunks = 0
         with self.db:
@@ -369,7 +370,7 @@ class Workspace:
                 cur = self.db.executemany(
                     "INSERT OR IGNORE INTO chunks (id, doc_id, idx, title, text, n_tokens, source) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks],
+                    ((c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks),
                 )
                 chunks += max(cur.rowcount, 0)
                 self.db.execute("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",

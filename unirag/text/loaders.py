@@ -141,7 +141,7 @@ def _iter_documents(
             tally.files[skip.reason] += 1
             continue
         for doc in docs:
-            if not doc.text.strip():
+            if not doc.text or doc.text.isspace():  # not .strip(): no copy of a long text
                 tally.empty_documents += 1
                 continue
             if presplit != "auto" and doc.presplit != (presplit == "always"):
@@ -194,12 +194,12 @@ def _read_text(path: Path) -> str:
         raise _Skip(f"{path}: binary file, skipped", "binary file")
     bom = len(_BOM) if data.startswith(_BOM) else 0
     try:
-        text = data[bom:].decode("utf-8")
+        text = str(memoryview(data)[bom:], "utf-8")  # a view, not a copy of a large file's bytes
     except UnicodeDecodeError as exc:
         byte, offset = data[bom + exc.start], bom + exc.start
         why = f"not UTF-8 text (byte 0x{byte:02x} at offset {offset})"
         raise _Skip(f"{path}: {why}, skipped", "not UTF-8") from None
-    if not text.strip():
+    if not text or text.isspace():
         raise _Skip(f"{path}: empty, skipped", "empty")
     return text
 
@@ -220,7 +220,8 @@ def _read_file(path: Path, fmt: str, loader: LoaderSettings, warn: Warn, tally: 
     text = _read_text(path)
     kind = _file_format(path, fmt)
     if kind == "text":
-        # Normalise line endings so a Windows checkout gives the same chunk ids.
+        # Normalise line endings so a Windows checkout gives the same chunk ids
+        # (str.replace returns the text itself when there is nothing to replace: no copy).
         body = text.replace("\r\n", "\n").replace("\r", "\n")
         yield Document(title=path.stem, text=body, source=str(path), meta={"format": "text"})
     elif kind == "jsonl":
