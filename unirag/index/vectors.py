@@ -59,14 +59,18 @@ class HnswIndex:
         atomic_write_bytes(self.ids_path(path), json.dumps({"dim": self.dim, "ids": self.ids}).encode())
 
     @classmethod
-    def load(cls, path: Path, label: str | None = None) -> HnswIndex:
-        """``label``: the artifact's name in messages (default: the file's stem)."""
+    def load(cls, path: Path) -> HnswIndex:
         import hnswlib
 
         meta = json.loads(cls.ids_path(path).read_text())
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(meta["ids"])))
-        return cls(index, meta["ids"], meta["dim"], label or path.stem)
+        return cls(index, meta["ids"], meta["dim"], path.stem)
+
+    def labelled(self, label: str) -> HnswIndex:
+        """This index, named ``label`` (its artifact) in messages."""
+        self.label = label
+        return self
 
     @staticmethod
     def load_ids(path: Path) -> list[str]:

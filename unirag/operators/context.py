@@ -106,8 +106,8 @@ class Resources:
         from unirag.index.chunks import CHUNK_VECTORS, chunk_vector_paths
         from unirag.index.vectors import HnswIndex
 
-        return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1],
-                                                                              CHUNK_VECTORS))
+        return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1])
+                                                           .labelled(CHUNK_VECTORS))
 
     @property
     def chunk_bm25(self) -> Bm25Index:
@@ -133,7 +133,7 @@ class Resources:
         if embedding_model and key not in self._loaded:
             self.check_embedding_model(key, embedding_model)
         stem = file_stem or key.replace(":", ".")
-        return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1], key))
+        return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]).labelled(key))
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
