@@ -30,6 +30,7 @@ from typing import Any
 from unirag.config import DEFAULT_SETTINGS_YAML, SETTINGS_FILE
 from unirag.errors import StoreDamagedError, WorkspaceError, damaged_database
 from unirag.llm.base import StageUsage, UsageLedger
+from unirag.llm.cache import prepare_wal
 from unirag.text.types import Chunk, Document
 
 STORE_FILE = "store.sqlite"
@@ -215,15 +216,7 @@ def connect_store(path: Path) -> _StoreConnection:
         _raise_if_damaged(path, exc)
         raise
     db.path = path
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(_SCHEMA)
-        db.commit()
-    except BaseException:
-        db.close()
-        raise
-    return db
+    return prepare_wal(db, _SCHEMA)
 
 
 class Workspace:

@@ -28,6 +28,7 @@ import numpy as np
 from unirag.errors import damaged_database
 
 T = TypeVar("T")
+C = TypeVar("C", bound=sqlite3.Connection)
 Warn = Callable[[str], None]
 #: ``PRAGMA quick_check`` reads every page: at open it costs milliseconds on caches up
 #: to this size; larger ones are checked by their reads and writes alone.
@@ -41,6 +42,20 @@ CREATE TABLE IF NOT EXISTS embedding (
     key TEXT PRIMARY KEY, model TEXT, dim INTEGER, vector BLOB, created REAL
 );
 """
+
+
+def prepare_wal(db: C, schema: str) -> C:
+    """WAL journal, NORMAL sync and ``schema`` on a fresh connection (closed if that fails):
+    the setup the cache and the workspace store share."""
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(schema)
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _python_warning(message: str) -> None:
@@ -64,16 +79,8 @@ class ResponseCache:
     # -- damage ----------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
-        try:
-            self._inode = os.stat(self.path).st_ino
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.commit()
-        except BaseException:
-            db.close()
-            raise
-        return db
+        self._inode = os.stat(self.path).st_ino
+        return prepare_wal(db, _SCHEMA)
 
     def _open(self) -> sqlite3.Connection:
         """Connect, checking a small enough file page by page; a damaged one is set aside."""
