@@ -270,10 +270,34 @@ def test_jsonl_custom_fields_and_bad_lines(tmp_path: Path) -> None:
     docs, warnings = load([path], loader=settings)
     assert [(d.title, d.text) for d in docs] == [("Alpha", "Alpha text"), ("", "Beta text"), ("", "a plain string record")]
     assert not any(d.presplit for d in docs)
-    assert len(warnings) == 2
+    assert len(warnings) == 3  # the blank-text record is said, not dropped silently (issue 17)
     assert f"{path}:2:" in warnings[0] and "invalid JSON" in warnings[0]
     assert f"{path}:5:" in warnings[1] and "'body'" in warnings[1]
+    assert f"{path}:7: empty text" in warnings[2]
     assert detect_format(path) == "jsonl"
+
+
+@pytest.mark.parametrize("name", ["records.jsonl", "records.json", "passages.json"])
+def test_records_with_empty_or_non_string_text_are_warned_with_their_number(tmp_path: Path, name: str) -> None:
+    """Issue 17: empty text was dropped silently, ``"text": 12345`` called "no 'text' field"."""
+    records = [{"title": "A", "text": "Alpha text."}, {"title": "B", "text": ""}, {"title": "C", "text": 12345},
+               {"title": "D", "text": "  "}]
+    if name == "records.json":
+        records = [{k: v for k, v in r.items() if k != "title"} for r in records]
+    path = tmp_path / name
+    path.write_text("\n".join(map(json.dumps, records)) if name.endswith("l") else json.dumps(records))
+    docs, warnings = load([path])
+    assert [d.text for d in docs] == ["Alpha text."]
+    where = [f"{path}:{n}:" for n in (2, 3, 4)] if name.endswith("l") else [f"{path}: record {n}:" for n in (1, 2, 3)]
+    assert warnings == [f"{where[0]} empty text, skipped", f"{where[1]} 'text' is not a string (int), skipped",
+                        f"{where[2]} empty text, skipped"]
+
+
+def test_forced_format_names_a_non_string_text(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([{"title": "A", "text": 12345}]))
+    with pytest.raises(SourceError, match=r"record 0: 'text' is not a string \(int\)"):
+        list(load_documents([path], fmt="2wiki"))
 
 
 def test_json_records_and_single_record(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def test_an_update_keeps_unchanged_rows_removes_gone_ones_and_adds_new_ones(tmp_
     vectors[:5] = _unit(rng, 5)
     index = HnswIndex.updated(path, old_ids, old, ids, vectors)
     assert index is not None and len(index) == len(ids)
-    assert sum(label < 0 for label in index.labels) == 15  # 10 gone + 5 changed
+    assert sum(label < 0 for label in index.label_rows) == 15  # 10 gone + 5 changed
     index.save(path)
     loaded = HnswIndex.load(path)
     top = [hits[0][0] for hits in loaded.search(vectors, 1)]

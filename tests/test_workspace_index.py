@@ -379,5 +379,5 @@ def test_hnsw_rejects_query_of_another_dimension() -> None:
     rng = np.random.default_rng(1)
     vectors = rng.normal(size=(50, 64)).astype(np.float32)
     index_ = HnswIndex.build(vectors, [str(i) for i in range(50)])
-    with pytest.raises(ValueError):
+    with pytest.raises(WorkspaceError, match="64-dimension vectors, but the query embeds with 32-dimension"):
         index_.search(rng.normal(size=(1, 32)).astype(np.float32), 3)

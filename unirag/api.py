@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,11 +208,13 @@ class UniRAG:
 
     @classmethod
     def attach(cls, workspace: Workspace, settings: Settings, stack: ModelStack,
-               progress: Progress | None = None) -> UniRAG:
+               progress: Progress | None = None, note: Callable[[str], None] | None = None) -> UniRAG:
         """Around a workspace, settings and model stack the caller already has (the CLI's
-        commands); ``progress`` shows bars for long steps. ``close()`` closes the workspace."""
+        commands); ``progress`` shows bars for long steps, ``note`` gets one-line notices
+        (a query waiting for another process's build). ``close()`` closes the workspace."""
         rag = cls.__new__(cls)
         rag._setup(workspace, settings, stack, None, None, progress)
+        rag.note = note
         return rag
 
     def _setup(self, workspace: Workspace, settings: Settings, stack: ModelStack | None,
@@ -223,6 +225,7 @@ class UniRAG:
         self.workspace = workspace
         self.settings = settings
         self.progress = progress or Progress(enabled=False)
+        self.note: Callable[[str], None] | None = None
         self._stack = stack
         self._backends = (chat_backend, embedding_backend)
         self._runner: MethodRunner | None = None
@@ -388,7 +391,7 @@ class UniRAG:
         refresh = UsageLedger()
         with self._lock:
             refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
-                                      build=build, ledger=refresh)
+                                      build=build, ledger=refresh, note=self.note)
             if refreshed:
                 self._runner = None
             runner = self._runner_for(top_k)

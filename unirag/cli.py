@@ -87,14 +87,14 @@ def _settings(workspace: Path | None, **flags: Any) -> Any:
 def _stack(settings: Any, workspace: Any) -> Any:
     from unirag.llm.factory import build_stack
 
-    return build_stack(settings, workspace.cache())
+    return build_stack(settings, workspace.cache(_warn))
 
 
 def _show_progress(quiet: bool) -> Any:
-    """Bars only on an interactive stderr: logs and pipes get the summary alone."""
+    """Bars on an interactive stderr; logs and pipes get a plain line every few seconds of a long step."""
     from unirag.progress import Progress
 
-    return Progress(enabled=not quiet and sys.stderr.isatty())
+    return Progress(enabled=not quiet, lines=not sys.stderr.isatty())
 
 
 @app.callback(invoke_without_command=True)
@@ -253,7 +253,7 @@ def query(
     spec = resolve_method(settings.method)
     ws = Workspace.open(workspace)
     try:
-        rag = UniRAG.attach(ws, settings, _stack(settings, ws), _show_progress(as_json))
+        rag = UniRAG.attach(ws, settings, _stack(settings, ws), _show_progress(as_json), note=_err)
         if stream and not retrieve_only:
             result = _print_stream(rag.stream(question, spec, build=not no_build), spec.title, as_json)
         else:
@@ -431,6 +431,7 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 
     ws = Workspace.open(workspace)
     try:
+        ws.cache(_warn)  # a damaged cache file is set aside with a warning line
         data = {**workspace_stats(ws), "workspace": str(workspace)}
     finally:
         ws.close()

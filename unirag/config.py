@@ -121,6 +121,9 @@ class LoaderSettings(_Section):
 
 class RetrievalSettings(_Section):
     top_k: int = Field(4, gt=0)
+    build_wait: float = Field(
+        600.0, ge=0, description="seconds a query waits for another process building what it needs (0: fail at once)"
+    )
 
 
 class TreeSettings(_Section):
@@ -409,6 +412,7 @@ chunking:
 
 retrieval:
   top_k: 4
+  build_wait: 600   # seconds a query waits while another process builds what it needs
 
 concurrency: 4
 max_retries: 5

@@ -48,3 +48,28 @@ class RetryableLLMError(LLMError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class StoreDamagedError(WorkspaceError):
+    """The workspace's SQLite store is damaged: restore it, or index anew."""
+
+
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+
+def damaged_database(exc: BaseException) -> str | None:
+    """Why ``exc`` (from :mod:`sqlite3`) says a database file is damaged, in fixed words;
+    None for any other failure (a lock, a full disk), which is not damage.
+
+    The words are fixed because sqlite's own message can quote stored text (``Could
+    not decode to UTF-8 column 'text' with text '...'``), which must never reach an
+    error line or a log."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == _SQLITE_CORRUPT:
+        return "database disk image is malformed"
+    if code is not None and code & 0xFF == _SQLITE_NOTADB:
+        return "not a database file"
+    if str(exc).startswith("Could not decode to UTF-8"):
+        return "it holds text that is not valid UTF-8"
+    return None

@@ -201,6 +201,7 @@ def prepare_query(
     progress: Progress | None = None,
     build: bool = True,
     ledger: UsageLedger | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> dict[str, str]:
     """Make the artifacts ``names`` (with what they need) current before a query runs:
     build the missing, refresh those built on an older corpus or damaged (a file lost or
@@ -210,6 +211,10 @@ def prepare_query(
     With ``build=False`` (``--no-build``) nothing is built: an artifact that is missing,
     behind its corpus or damaged is one line naming it and the command that brings it up to date.
     A query never answers from an artifact built on an older corpus.
+
+    Concurrent queries that need the same missing artifact build it once: the others
+    wait for the write lock (up to ``retrieval.build_wait`` seconds, said once through
+    ``note``), then find it built and answer.
     """
     needed = outdated(workspace, list(names))
     if not needed:
@@ -227,7 +232,10 @@ def prepare_query(
         )
     ledger = ledger if ledger is not None else UsageLedger()
     ctx = BuildContext(workspace, settings, stack.accounted(ledger), progress or Progress())
-    with workspace.writing():
+    with workspace.writing(wait=settings.retrieval.build_wait, on_wait=note):
+        needed = outdated(workspace, list(names))  # what another process built meanwhile is done
+        if not needed:
+            return {}
         try:
             ensure_artifacts(ctx, list(needed))
         finally:

@@ -22,14 +22,15 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from unirag.config import DEFAULT_SETTINGS_YAML, SETTINGS_FILE
-from unirag.errors import WorkspaceError
+from unirag.errors import StoreDamagedError, WorkspaceError, damaged_database
 from unirag.llm.base import StageUsage, UsageLedger
+from unirag.llm.cache import prepare_wal
 from unirag.text.types import Chunk, Document
 
 STORE_FILE = "store.sqlite"
@@ -104,6 +105,120 @@ def atomic_directory(directory: Path) -> Iterator[Path]:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def store_damaged(path: Path, why: str) -> StoreDamagedError:
+    """One line naming the damaged store and the two ways out; never stored content."""
+    return StoreDamagedError(
+        f"{path} is damaged ({why}): restore it from a backup, or index the sources again into a new "
+        f"workspace ('unirag index SOURCES -w NEW_WORKSPACE')"
+    )
+
+
+def _raise_if_damaged(path: Path, exc: sqlite3.DatabaseError) -> None:
+    """Raise :func:`store_damaged` when ``exc`` says the file is damaged; other errors
+    (a lock, a full disk) are left to the caller's ``raise``."""
+    why = damaged_database(exc)
+    if why is not None:
+        raise store_damaged(path, why) from None
+
+
+class _StoreCursor(sqlite3.Cursor):
+    """A cursor whose every read and write reports a damaged page as :class:`StoreDamagedError`:
+    damage shows wherever a damaged page is read, which may be any query of any module.
+    A try per call, no context manager: iterating a million chunks must stay cheap."""
+
+    connection: _StoreConnection
+
+    def execute(self, sql: str, parameters: Any = ()) -> _StoreCursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def executemany(self, sql: str, seq_of_parameters: Any) -> _StoreCursor:
+        try:
+            return super().executemany(sql, seq_of_parameters)
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def executescript(self, sql_script: str) -> _StoreCursor:
+        try:
+            return super().executescript(sql_script)
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def fetchmany(self, size: int = 1) -> list[Any]:
+        try:
+            return super().fetchmany(size)
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.connection.path, exc)
+            raise
+
+
+class _StoreConnection(sqlite3.Connection):
+    """The store's connection: statements run on :class:`_StoreCursor`, and commits
+    report damage the same way. ``path`` names the file in the message."""
+
+    path: Path
+
+    def execute(self, sql: str, parameters: Any = ()) -> _StoreCursor:
+        return self.cursor(_StoreCursor).execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Any) -> _StoreCursor:
+        return self.cursor(_StoreCursor).executemany(sql, seq_of_parameters)
+
+    def executescript(self, sql_script: str) -> _StoreCursor:
+        return self.cursor(_StoreCursor).executescript(sql_script)
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.path, exc)
+            raise
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return super().__exit__(*exc_info)
+        except sqlite3.DatabaseError as exc:
+            _raise_if_damaged(self.path, exc)
+            raise
+
+
+def connect_store(path: Path) -> _StoreConnection:
+    """Open (or create) the store at ``path``; a damaged file is one :class:`StoreDamagedError`."""
+    try:
+        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, factory=_StoreConnection)
+    except sqlite3.DatabaseError as exc:
+        _raise_if_damaged(path, exc)
+        raise
+    db.path = path
+    return prepare_wal(db, _SCHEMA)
+
+
 class Workspace:
     """Facade over a workspace directory. Open one per process and reuse it."""
 
@@ -138,12 +253,13 @@ class Workspace:
     @property
     def db(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = sqlite3.connect(str(self.root / STORE_FILE), timeout=30.0, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._db.commit()
-            self._adopt_legacy_sources(self._db)
+            db = connect_store(self.root / STORE_FILE)
+            try:
+                self._adopt_legacy_sources(db)
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
         return self._db
 
     @staticmethod
@@ -158,12 +274,15 @@ class Workspace:
             db.execute("INSERT OR IGNORE INTO document_sources SELECT id, COALESCE(source, ''), '', added "
                        "FROM documents")
 
-    def cache(self) -> Any:
-        """The persistent model-response cache of this workspace (opened once)."""
+    def cache(self, warn: Callable[[str], None] | None = None) -> Any:
+        """The persistent model-response cache of this workspace (opened once). ``warn``
+        says when a damaged cache file is replaced (the CLI passes its warning line)."""
         if self._cache is None:
             from unirag.llm.cache import ResponseCache
 
-            self._cache = ResponseCache(self.root / "cache" / "llm.sqlite")
+            self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn)
+        elif warn is not None:
+            self._cache.warn = warn
         return self._cache
 
     def close(self) -> None:
@@ -175,20 +294,47 @@ class Workspace:
             self._cache = None
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Hold the workspace's write lock (one writer at a time)."""
+    def writing(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+        """Hold the workspace's write lock (one writer at a time).
+
+        ``wait``: seconds to wait for another writer to finish (said once through
+        ``on_wait``) instead of failing at once: a query that needs what another process
+        is building waits for it rather than failing."""
         import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / ".lock", "w") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise WorkspaceError(f"{self.root} is being written by another unirag process") from None
+            self._lock_or_wait(handle, wait, on_wait)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _lock_or_wait(self, handle: Any, wait: float, on_wait: Callable[[str], None] | None) -> None:
+        """Take the exclusive lock on ``handle``, polling up to ``wait`` seconds; a one-line
+        :class:`WorkspaceError` when another process still holds it."""
+        import fcntl
+
+        deadline = time.monotonic() + wait
+        said = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if wait <= 0:
+                raise WorkspaceError(f"{self.root} is being written by another unirag process")
+            if time.monotonic() >= deadline:
+                raise WorkspaceError(
+                    f"{self.root} is still being written by another unirag process after {wait:g} s: run the "
+                    "command again when it has finished, or raise retrieval.build_wait"
+                )
+            if not said and on_wait is not None:
+                on_wait(f"{self.root} is being written by another unirag process: waiting for it "
+                        f"(up to {wait:g} s, retrieval.build_wait)")
+                said = True
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def artifact_path(self, name: str) -> Path:
         return self.root / "artifacts" / name
@@ -201,9 +347,10 @@ class Workspace:
         """The distinct non-empty titles of stored documents (gold evidence given by title)."""
         return {row[0] for row in self.db.execute("SELECT DISTINCT title FROM documents") if row[0]}
 
-    def add_documents(self, items: Iterable[tuple[Document, list[Chunk]]]) -> tuple[int, int]:
+    def add_documents(self, items: Iterable[tuple[Document, Iterable[Chunk]]]) -> tuple[int, int]:
         """Append documents with their chunks and origins in one transaction; returns
-        counts added. Adding anything moves the corpus to a new version."""
+        counts added. Adding anything moves the corpus to a new version. Chunks may
+        come lazily: they are written as they come, never all held at once."""
         now = time.time()
         docs = chunks = 0
         with self.db:
@@ -216,7 +363,7 @@ class Workspace:
                 cur = self.db.executemany(
                     "INSERT OR IGNORE INTO chunks (id, doc_id, idx, title, text, n_tokens, source) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks],
+                    ((c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks),
                 )
                 chunks += max(cur.rowcount, 0)
                 self.db.execute("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",

@@ -249,6 +249,7 @@ def prepare_workspace(
         if missing:
             warn(f"{missing} of {total} gold evidence passages are not in {workspace.root}: "
                  "evidence recall will be low (index the benchmark's corpus, or use an empty workspace)")
-    info["built"] = list(prepare_query(workspace, settings, stack, required_artifacts(methods), progress))
+    info["built"] = list(prepare_query(workspace, settings, stack, required_artifacts(methods), progress,
+                                       note=warn))
     info["seconds"] = round(time.perf_counter() - started, 2)
     return info

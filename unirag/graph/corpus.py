@@ -15,14 +15,14 @@ finds the new versions stored and finishes the replacement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
 from unirag.progress import Progress
-from unirag.text.chunking import chunk_document
+from unirag.text.chunking import iter_chunks
 from unirag.text.loaders import load_documents
 from unirag.text.tokenizer import get_tokenizer
 from unirag.text.types import Chunk, Document
@@ -128,7 +128,7 @@ def ingest(
     stored = set() if rebuild else workspace.document_ids()
     must_clear = rebuild
     seen: set[str] = set()
-    pending: list[tuple[Document, list[Chunk]]] = []
+    pending: list[tuple[Document, Iterable[Chunk]]] = []
     known_again: list[Document] = []
     by_origin: dict[str, set[str]] = {}
 
@@ -144,13 +144,19 @@ def ingest(
         report.chunks_added += chunks
         pending.clear()
 
-    with progress.task("loading and chunking documents") as advance:
+    def counted(chunks: Iterable[Chunk], advance: Callable[[int], None]) -> Iterator[Chunk]:
+        for chunk in chunks:
+            advance(1)
+            yield chunk
+
+    # Chunks are made lazily, as the store writes them: a large file never has all its
+    # chunks (or tokens) in memory at once; progress counts them as they are made.
+    with progress.task("loading and chunking documents (chunks made)") as advance:
         loaded = documents if documents is not None else load_documents(
             sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
         )
         for doc in loaded:
             report.documents_seen += 1
-            advance(1)
             doc_id = doc.id
             by_origin.setdefault(doc.origin, set()).add(doc_id)
             if doc_id in seen:
@@ -162,9 +168,8 @@ def ingest(
                 report.already_indexed += 1
                 known_again.append(doc)
                 continue
-            pending.append(
-                (doc, chunk_document(doc, tokenizer, settings.chunking.size, settings.chunking.overlap))
-            )
+            chunks = iter_chunks(doc, tokenizer, settings.chunking.size, settings.chunking.overlap)
+            pending.append((doc, counted(chunks, advance)))
             if len(pending) >= BATCH_DOCUMENTS:
                 flush()
         flush()

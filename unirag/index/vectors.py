@@ -15,19 +15,31 @@ from typing import Any
 
 import numpy as np
 
+from unirag.errors import WorkspaceError
 from unirag.workspace import atomic_path, atomic_write_bytes
+
+
+def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
+    """One message for every way a query's embeddings cannot be compared with an
+    artifact's (another model name, another dimension): the fix is the same."""
+    return WorkspaceError(
+        f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
+        "use the same embedding settings, or re-index with 'unirag index --rebuild'"
+    )
 
 
 class HnswIndex:
     """Build once, save to the workspace, load once per process, search many times."""
 
-    def __init__(self, index: Any, ids: list[str], dim: int, labels: list[int] | None = None) -> None:
+    def __init__(self, index: Any, ids: list[str], dim: int, label_rows: list[int] | None = None,
+                 label: str = "vectors") -> None:
         self._index = index
         self.ids = ids  # row -> id, the artifact's row order
         self.dim = dim
         # label -> row (-1: deleted); None when labels are rows (a whole build)
-        self.labels = labels
-        self._label_ids = ids if labels is None else [ids[row] if row >= 0 else "" for row in labels]
+        self.label_rows = label_rows
+        self._label_ids = ids if label_rows is None else [ids[row] if row >= 0 else "" for row in label_rows]
+        self.label = label  # the artifact's name, for messages
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: list[str], m: int = 16, ef_construction: int = 200) -> HnswIndex:
@@ -69,7 +81,7 @@ class HnswIndex:
         has = matched >= 0
         same = np.zeros(len(ids), dtype=bool)
         same[has] = np.all(np.asarray(old_vectors[matched[has]], dtype=np.float32) == vectors[has], axis=1)
-        old_labels = np.asarray(old.labels if old.labels is not None else range(len(old_ids)), dtype=np.int64)
+        old_labels = np.asarray(old.label_rows if old.label_rows is not None else range(len(old_ids)), dtype=np.int64)
         label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
         live = np.flatnonzero(old_labels >= 0)
         label_of_row[old_labels[live]] = live
@@ -88,14 +100,14 @@ class HnswIndex:
             old._index.mark_deleted(int(label))
         if len(added):
             old._index.add_items(vectors[added], fresh, num_threads=-1)
-        return cls(old._index, list(ids), old.dim, labels.tolist())
+        return cls(old._index, list(ids), old.dim, labels.tolist(), old.label)
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             self._index.save_index(str(tmp))
         meta: dict[str, Any] = {"dim": self.dim, "ids": self.ids}
-        if self.labels is not None:
-            meta["labels"] = self.labels
+        if self.label_rows is not None:
+            meta["labels"] = self.label_rows
         atomic_write_bytes(self.ids_path(path), json.dumps(meta).encode())
 
     @classmethod
@@ -106,7 +118,12 @@ class HnswIndex:
         labels = meta.get("labels")
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(labels if labels is not None else meta["ids"])))
-        return cls(index, meta["ids"], meta["dim"], labels)
+        return cls(index, meta["ids"], meta["dim"], labels, path.stem)
+
+    def labelled(self, label: str) -> HnswIndex:
+        """This index, named ``label`` (its artifact) in messages."""
+        self.label = label
+        return self
 
     @staticmethod
     def load_ids(path: Path) -> list[str]:
@@ -123,7 +140,7 @@ class HnswIndex:
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
         if query.shape[1] != self.dim:
-            raise ValueError(f"query has {query.shape[1]} dimensions, the index {self.dim}")
+            raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
         self._index.set_ef(max(64, 2 * k))
         labels, distances = self._index.knn_query(query, k=k)
         return [

@@ -4,19 +4,35 @@ Why SQLite: each finished call is committed on its own, so a killed job loses
 at most the calls in flight and a rerun repeats none of the finished ones;
 lookups are by primary key, never by loading a whole file. Keys are sha256
 hashes of a canonical JSON request (see :meth:`ChatRequest.cache_key`).
+
+The cache is disposable: a damaged file (a truncated copy, a bad disk page) is
+moved aside to ``llm.sqlite.corrupt-<time>`` with one warning, and an empty
+cache takes its place; the calls it held are made again when needed.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+
+from unirag.errors import damaged_database
+
+T = TypeVar("T")
+C = TypeVar("C", bound=sqlite3.Connection)
+Warn = Callable[[str], None]
+#: ``PRAGMA quick_check`` reads every page: at open it costs milliseconds on caches up
+#: to this size; larger ones are checked by their reads and writes alone.
+QUICK_CHECK_MAX_BYTES = 256 << 20
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chat (
@@ -28,59 +44,172 @@ CREATE TABLE IF NOT EXISTS embedding (
 """
 
 
-class ResponseCache:
-    """Chat responses and embedding vectors keyed by request hash."""
+def prepare_wal(db: C, schema: str) -> C:
+    """WAL journal, NORMAL sync and ``schema`` on a fresh connection (closed if that fails):
+    the setup the cache and the workspace store share."""
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(schema)
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
 
-    def __init__(self, path: Path) -> None:
+
+def _python_warning(message: str) -> None:
+    """The default ``warn`` outside the CLI: a :class:`RuntimeWarning` a library user sees."""
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+class ResponseCache:
+    """Chat responses and embedding vectors keyed by request hash.
+
+    ``warn`` says when a damaged cache file was replaced (the CLI's warning line)."""
+
+    def __init__(self, path: Path, warn: Warn | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.warn = warn or _python_warning
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._db.commit()
+        self._inode = -1
+        self._db = self._open()
 
+    # -- damage ----------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30.0)
+        self._inode = os.stat(self.path).st_ino
+        return prepare_wal(db, _SCHEMA)
+
+    def _open(self) -> sqlite3.Connection:
+        """Connect, checking a small enough file page by page; a damaged one is set aside."""
+        try:
+            db = self._connect()
+        except sqlite3.DatabaseError as exc:
+            why = damaged_database(exc)
+            if why is None:
+                raise
+            return self._replace_damaged(None, why)
+        if self.path.stat().st_size <= QUICK_CHECK_MAX_BYTES:
+            verdict = self._quick_check(db)
+            if verdict is not None:
+                return self._replace_damaged(db, verdict)
+        return db
+
+    @staticmethod
+    def _quick_check(db: sqlite3.Connection) -> str | None:
+        """None when the file is whole, else why not (in fixed words)."""
+        try:
+            rows = db.execute("PRAGMA quick_check(1)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            why = damaged_database(exc)
+            if why is None:
+                raise
+            return why
+        return None if rows == [("ok",)] else "database disk image is malformed"
+
+    def _replace_damaged(self, db: sqlite3.Connection | None, why: str) -> sqlite3.Connection:
+        """Move the damaged file (with its -wal and -shm) aside and open an empty cache.
+
+        Under a lock on the cache's directory, and only if the file is still the one found
+        damaged: another process may have replaced it already, and its fresh cache must stay."""
+        if db is not None:
+            db.close()
+        lock = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                still_damaged = self.path.exists() and os.stat(self.path).st_ino == self._inode
+                if still_damaged:
+                    aside = self._aside_name()
+                    for suffix in ("-wal", "-shm"):
+                        extra = self.path.with_name(self.path.name + suffix)
+                        if extra.exists():
+                            extra.rename(aside.with_name(aside.name + suffix))
+                    self.path.rename(aside)
+                    self.warn(f"the model cache {self.path} was damaged ({why}): moved it aside to {aside.name} "
+                              "and started an empty cache; calls it held will be made again")
+                return self._connect()
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        finally:
+            os.close(lock)
+
+    def _aside_name(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        return aside if not aside.exists() else aside.with_name(f"{aside.name}-{os.getpid()}")
+
+    def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """``operation`` on the database (caller holds ``_lock``); when it finds the file
+        damaged, the cache is replaced and the operation runs again on the empty one (a
+        read is then a miss, a write lands in the new file)."""
+        try:
+            return operation(self._db)
+        except sqlite3.DatabaseError as exc:
+            why = damaged_database(exc)
+            if why is None:
+                raise
+            self._db = self._replace_damaged(self._db, why)
+        return operation(self._db)
+
+    # -- lifecycle and entries ----------------------------------------------------
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
     def get_chat(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute("SELECT response FROM chat WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+            row = self._run(lambda db: db.execute("SELECT response FROM chat WHERE key = ?", (key,)).fetchone())
+        if not row:
+            return None
+        try:
+            return json.loads(row[0])
+        except json.JSONDecodeError:  # a damaged entry is a miss; the next put replaces it
+            return None
 
     def put_chat(self, key: str, model: str, stage: str, response: dict[str, Any]) -> None:
         blob = json.dumps(response, ensure_ascii=False)
+
+        def put(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO chat VALUES (?, ?, ?, ?, ?)", (key, model, stage, blob, time.time()))
+            db.commit()
+
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO chat VALUES (?, ?, ?, ?, ?)", (key, model, stage, blob, time.time())
-            )
-            self._db.commit()
+            self._run(put)
 
     def get_vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
+        def get(db: sqlite3.Connection) -> dict[str, np.ndarray]:
+            found: dict[str, np.ndarray] = {}
             for start in range(0, len(keys), 500):
                 part = keys[start : start + 500]
                 marks = ",".join("?" * len(part))
-                for key, blob in self._db.execute(
-                    f"SELECT key, vector FROM embedding WHERE key IN ({marks})", part
-                ):
+                for key, blob in db.execute(f"SELECT key, vector FROM embedding WHERE key IN ({marks})", part):
                     found[key] = np.frombuffer(blob, dtype=np.float32)
-        return found
+            return found
+
+        with self._lock:
+            return self._run(get)
 
     def put_vectors(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         now = time.time()
         rows = [
             (key, model, int(vec.shape[0]), np.asarray(vec, dtype=np.float32).tobytes(), now) for key, vec in items
         ]
+
+        def put(db: sqlite3.Connection) -> None:
+            db.executemany("INSERT OR REPLACE INTO embedding VALUES (?, ?, ?, ?, ?)", rows)
+            db.commit()
+
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO embedding VALUES (?, ?, ?, ?, ?)", rows)
-            self._db.commit()
+            self._run(put)
 
     def counts(self) -> dict[str, int]:
+        def count(db: sqlite3.Connection) -> dict[str, int]:
+            chat = db.execute("SELECT COUNT(*) FROM chat").fetchone()[0]
+            emb = db.execute("SELECT COUNT(*) FROM embedding").fetchone()[0]
+            return {"chat_responses": chat, "embeddings": emb}
+
         with self._lock:
-            chat = self._db.execute("SELECT COUNT(*) FROM chat").fetchone()[0]
-            emb = self._db.execute("SELECT COUNT(*) FROM embedding").fetchone()[0]
-        return {"chat_responses": chat, "embeddings": emb}
+            return self._run(count)

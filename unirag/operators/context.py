@@ -92,10 +92,9 @@ class Resources:
         entry = self.workspace.manifest_entry(artifact) or {}
         built_with = entry.get("config", {}).get("model")
         if built_with and built_with != model:
-            raise WorkspaceError(
-                f"'{artifact}' was embedded with {built_with}, but the query embeds with {model}: "
-                "use the same embedding settings, or re-index with 'unirag index --rebuild'"
-            )
+            from unirag.index.vectors import embedding_mismatch
+
+            raise embedding_mismatch(artifact, built_with, model)
 
     def chunk_hnsw(self, embedding_model: str) -> HnswIndex:
         """The chunk HNSW index, checked against the query's embedding model."""
@@ -108,7 +107,8 @@ class Resources:
         from unirag.index.chunks import CHUNK_VECTORS, chunk_vector_paths
         from unirag.index.vectors import HnswIndex
 
-        return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1]))
+        return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1])
+                                                           .labelled(CHUNK_VECTORS))
 
     @property
     def chunk_bm25(self) -> Bm25Index:
@@ -134,7 +134,7 @@ class Resources:
         if embedding_model and key not in self._loaded:
             self.check_embedding_model(key, embedding_model)
         stem = file_stem or key.replace(":", ".")
-        return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]))
+        return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]).labelled(key))
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""

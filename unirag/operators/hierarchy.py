@@ -146,12 +146,13 @@ def vector_rows(resources: Resources, key: str, file_stem: str | None = None) ->
     return loaded(resources, f"vector_rows:{key}", (key,), build)
 
 
-def _check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
+def check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
+    """The question's vector must have the artifact's dimension (the same model name may not)."""
     if vectors.ndim == 2 and vectors.shape[0] and vectors.shape[1] != query.shape[0]:
-        raise WorkspaceError(
-            f"'{artifact}' has {vectors.shape[1]}-d vectors but the question is embedded in {query.shape[0]} "
-            "dimensions: query with the embedding model the workspace was indexed with"
-        )
+        from unirag.index.vectors import embedding_mismatch
+
+        raise embedding_mismatch(artifact, f"{vectors.shape[1]}-dimension vectors",
+                                 f"{query.shape[0]}-dimension vectors")
 
 
 # -- tree.collapsed (RAPTOR) ------------------------------------------------------------
@@ -247,7 +248,7 @@ def archrag_hierarchical(
     resources = state.resources
     check_model(resources, "entity_vectors", state.models.embedder.name)  # layer 0 = entity vectors
     index = _chnsw(resources, hierarchy)
-    _check_dim(index.vectors, query, chnsw_name(hierarchy))
+    check_dim(index.vectors, query, chnsw_name(hierarchy))
     found = index.search(query, int(top_k), int(ef))
     graph = resources.graph()
     communities = resources.communities(hierarchy)
@@ -314,7 +315,7 @@ def _relation_scores(state: QueryState, rel_rows: np.ndarray, query: np.ndarray)
     resources = state.resources
     check_model(resources, "relation_vectors", state.models.embedder.name)
     stored = vector_rows(resources, "relation_vectors")
-    _check_dim(stored.vectors, query, "relation_vectors")
+    check_dim(stored.vectors, query, "relation_vectors")
 
     def build() -> np.ndarray:
         graph = resources.graph()

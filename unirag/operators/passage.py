@@ -20,7 +20,7 @@ import numpy as np
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState, Resources
-from unirag.operators.hierarchy import check_model, loaded, question_vector, vector_rows
+from unirag.operators.hierarchy import check_dim, check_model, loaded, question_vector, vector_rows
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
 
 if TYPE_CHECKING:
@@ -149,9 +149,8 @@ def kgp_traverse(
     resources = state.resources
     check_model(resources, "chunk_vectors", state.models.embedder.name)
     graph = passage_graph(resources)
-    if guide is not None and graph.vectors.shape[0] and graph.vectors.shape[1] != guide.shape[0]:
-        raise MethodError(f"kgp.traverse: the question has {guide.shape[0]} dimensions, the chunk vectors "
-                          f"{graph.vectors.shape[1]}: query with the workspace's embedding model")
+    if guide is not None:
+        check_dim(graph.vectors, guide, "chunk_vectors")
     n_seeds = min(top_k, seeds if seeds is not None else max(1, top_k // (neighbors + 1)))
 
     retrieved: list[tuple[str, float, dict[str, Any]]] = []

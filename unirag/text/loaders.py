@@ -30,6 +30,7 @@ _BINARY_PROBE = 8192
 _BOM = b"\xef\xbb\xbf"
 
 Warn = Callable[[str], None]
+_EMPTY_TEXT = "empty text"
 
 # JSON layouts we recognise, and which format reads each.
 _QUESTIONS_CONTEXT = "questions with 'context'"  # HotpotQA / 2Wiki question files
@@ -67,6 +68,13 @@ class _Tally:
     bad_records: int = 0
     empty_documents: int = 0
     documents: int = 0
+
+    def skipped_record(self, why: str) -> None:
+        """Count a record skipped for ``why`` (empty text is an empty document)."""
+        if why == _EMPTY_TEXT:
+            self.empty_documents += 1
+        else:
+            self.bad_records += 1
 
     def summary(self) -> str:
         n_files = sum(self.files.values())
@@ -133,7 +141,7 @@ def _iter_documents(
             tally.files[skip.reason] += 1
             continue
         for doc in docs:
-            if not doc.text.strip():
+            if not doc.text or doc.text.isspace():  # not .strip(): no copy of a long text
                 tally.empty_documents += 1
                 continue
             if presplit != "auto" and doc.presplit != (presplit == "always"):
@@ -186,12 +194,12 @@ def _read_text(path: Path) -> str:
         raise _Skip(f"{path}: binary file, skipped", "binary file")
     bom = len(_BOM) if data.startswith(_BOM) else 0
     try:
-        text = data[bom:].decode("utf-8")
+        text = str(memoryview(data)[bom:], "utf-8")  # a view, not a copy of a large file's bytes
     except UnicodeDecodeError as exc:
         byte, offset = data[bom + exc.start], bom + exc.start
         why = f"not UTF-8 text (byte 0x{byte:02x} at offset {offset})"
         raise _Skip(f"{path}: {why}, skipped", "not UTF-8") from None
-    if not text.strip():
+    if not text or text.isspace():
         raise _Skip(f"{path}: empty, skipped", "empty")
     return text
 
@@ -212,7 +220,8 @@ def _read_file(path: Path, fmt: str, loader: LoaderSettings, warn: Warn, tally: 
     text = _read_text(path)
     kind = _file_format(path, fmt)
     if kind == "text":
-        # Normalise line endings so a Windows checkout gives the same chunk ids.
+        # Normalise line endings so a Windows checkout gives the same chunk ids
+        # (str.replace returns the text itself when there is nothing to replace: no copy).
         body = text.replace("\r\n", "\n").replace("\r", "\n")
         yield Document(title=path.stem, text=body, source=str(path), meta={"format": "text"})
     elif kind == "jsonl":
@@ -286,7 +295,9 @@ def _check_forced(path: Path, fmt: str, layout: str | None, data: Any, loader: L
     key = key or loader.text_field
     first = data[0] if isinstance(data, list) else data
     if isinstance(first, dict):
-        found = f"record 0 has no {key!r} field"
+        problem = _text_problem(first.get(key), key)
+        is_text = key in first and key in ("text", loader.text_field)
+        found = f"record 0: {problem}" if problem and is_text else f"record 0 has no {key!r} field"
     else:
         found = f"found a {type(data).__name__}"
         if isinstance(data, list):
@@ -302,7 +313,7 @@ def _read_layout(
 
     def bad(where: str, why: str) -> None:
         warn(f"{path}: {where}: {why}, skipped")
-        tally.bad_records += 1
+        tally.skipped_record(why)
 
     if layout == _TITLE_MAP:
         for title, sentences in data.items():
@@ -332,11 +343,12 @@ def _read_layout(
                     bad(f"record {i}", "paragraph without 'paragraph_text'")
     elif layout == _PASSAGES:
         for i, record in enumerate(data):
-            if isinstance(record, dict) and isinstance(record.get("text"), str):
-                record_meta = {**meta, "key": str(record["id"])} if isinstance(record.get("id"), (str, int)) else meta
-                yield Document(str(record.get("title", "")), record["text"].strip(), source, True, dict(record_meta))
-            else:
-                bad(f"record {i}", "no 'text' field")
+            problem = _text_problem(record.get("text"), "text") if isinstance(record, dict) else "not a record"
+            if problem:
+                bad(f"record {i}", problem)
+                continue
+            record_meta = {**meta, "key": str(record["id"])} if isinstance(record.get("id"), (str, int)) else meta
+            yield Document(str(record.get("title", "")), record["text"].strip(), source, True, dict(record_meta))
     else:
         records = [data] if layout == _SINGLE else data
         for i, record in enumerate(records):
@@ -362,17 +374,28 @@ def _context_pairs(context: Any) -> list[tuple[Any, Any]]:
     return [tuple(pair) if isinstance(pair, list) and len(pair) == 2 else (None, None) for pair in context]
 
 
+def _text_problem(text: Any, field_name: str) -> str | None:
+    """Why a record's text field cannot make a document (warned with the record's
+    number, never dropped silently), or None when it can."""
+    if text is None:
+        return f"no {field_name!r} field"
+    if not isinstance(text, str):
+        return f"{field_name!r} is not a string ({type(text).__name__})"
+    if not text.strip():
+        return _EMPTY_TEXT
+    return None
+
+
 def _record_document(record: Any, loader: LoaderSettings, source: str, meta: dict[str, Any]) -> Document | str:
     """A document from one JSON(L) record, or why the record is unusable."""
     if isinstance(record, str):
-        return Document("", record, source, False, meta)
+        return Document("", record, source, False, meta) if record.strip() else _EMPTY_TEXT
     if not isinstance(record, dict):
         return f"not a record or string ({type(record).__name__})"
     text = record.get(loader.text_field)
-    if text is None:
-        return f"no {loader.text_field!r} field"
-    if not isinstance(text, str):
-        return f"{loader.text_field!r} is not a string"
+    problem = _text_problem(text, loader.text_field)
+    if problem:
+        return problem
     title = record.get(loader.title_field)
     record_id = record.get(loader.id_field)
     if isinstance(record_id, (str, int)) and not isinstance(record_id, bool) and str(record_id).strip():
@@ -394,7 +417,7 @@ def _read_jsonl(path: Path, text: str, loader: LoaderSettings, warn: Warn, tally
         doc = _record_document(record, loader, source, {"format": "jsonl", "line": lineno})
         if isinstance(doc, str):
             warn(f"{path}:{lineno}: {doc}, skipped")
-            tally.bad_records += 1
+            tally.skipped_record(doc)
         else:
             yield doc
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+#: Texts longer than this are hashed block by block (see :func:`normalised_words`).
+STREAM_BLOCK_CHARS = 1 << 18
 
 
 def content_id(*parts: str, prefix: str = "") -> str:
@@ -14,11 +20,51 @@ def content_id(*parts: str, prefix: str = "") -> str:
 
     Stable across runs and machines, so re-indexing finds what exists.
     """
+    return streamed_content_id(*([part] for part in parts), prefix=prefix)
+
+
+def streamed_content_id(*parts: Iterable[str], prefix: str = "") -> str:
+    """:func:`content_id` of parts each given as pieces, so a long text is hashed without
+    another copy of it. Pieces must be cut where NFC cannot join them (before a space):
+    the id is then the one of the joined part."""
     digest = hashlib.sha256()
-    for part in parts:
-        digest.update(unicodedata.normalize("NFC", part).encode("utf-8"))
+    for pieces in parts:
+        for piece in pieces:
+            digest.update(unicodedata.normalize("NFC", piece).encode("utf-8"))
         digest.update(b"\x00")
     return prefix + digest.hexdigest()[:16]
+
+
+def normalised_words(text: str, block: int = STREAM_BLOCK_CHARS) -> Iterator[str]:
+    """``" ".join(text.split())`` in pieces of about ``block`` characters.
+
+    The joined string of a 50 MB text and its list of millions of words would cost many
+    times the text; the pieces cost a block. Blocks end at whitespace, so no word is
+    cut, and every piece after the first starts with the joining space."""
+    start, said = 0, False
+    while start < len(text):
+        end = _whitespace_at_or_after(text, start + block)
+        words = text[start:end].split()
+        if words:
+            yield (" " if said else "") + " ".join(words)
+            said = True
+        start = end
+
+
+def _whitespace_at_or_after(text: str, position: int) -> int:
+    """The first whitespace index at or after ``position`` (``len(text)`` if none)."""
+    if position >= len(text):
+        return len(text)
+    for index in range(position, min(len(text), position + 4096)):
+        if text[index].isspace():
+            return index
+    for match in _WHITESPACE.finditer(text, position):
+        if text[match.start()].isspace():  # what str.split() splits on
+            return match.start()
+    return len(text)
+
+
+_WHITESPACE = re.compile(r"\s")
 
 
 @dataclass(frozen=True)
@@ -38,7 +84,9 @@ class Document:
     @property
     def id(self) -> str:
         """Content hash of title + text: the same passage twice is one document."""
-        return content_id(self.title.strip(), " ".join(self.text.split()), prefix="doc-")
+        if len(self.text) <= STREAM_BLOCK_CHARS:
+            return content_id(self.title.strip(), " ".join(self.text.split()), prefix="doc-")
+        return streamed_content_id([self.title.strip()], normalised_words(self.text), prefix="doc-")
 
     @property
     def origin(self) -> str:
