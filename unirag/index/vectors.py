@@ -143,7 +143,10 @@ class HnswIndex:
             raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
         self._index.set_ef(max(64, 2 * k))
         labels, distances = self._index.knn_query(query, k=k)
+        # Equal scores are ordered by id: hnswlib's order among ties depends on how the graph was
+        # built (threads, in-place updates), and a query must not depend on that.
         return [
-            [(self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)]
+            sorted(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
+                   key=lambda hit: (-hit[1], hit[0]))
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
