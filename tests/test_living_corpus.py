@@ -379,7 +379,7 @@ def _index_with(ws: Workspace, sources: list[Path], chat: Any) -> Any:
     return run_index(ws, sources, settings, stack, graphs=[], artifacts=ARTIFACTS + needs)
 
 
-@pytest.mark.parametrize("kill_at", [1, 4, 9])
+@pytest.mark.parametrize("kill_at", [1, 4, 7])
 def test_a_killed_attached_insert_resumes_to_the_same_state_without_repeating_calls(
         tmp_path: Path, kill_at: int) -> None:
     a, c = _write(tmp_path / "a.json", A), _write(tmp_path / "c.json", C)
@@ -390,7 +390,7 @@ def test_a_killed_attached_insert_resumes_to_the_same_state_without_repeating_ca
     expected = snapshot(clean)
     clean.close()
     stages = [request.stage for request in uninterrupted.requests]
-    assert len(stages) >= 9 and stages[3].startswith("index.")  # the kills land in extraction and in summaries
+    assert len(stages) >= 7 and stages[3].startswith("index.")  # the kills land in extraction and in summaries
 
     ws = _attach_workspace(tmp_path / "ws")
     _index_with(ws, [a], ScriptedChat())

@@ -13,11 +13,13 @@ to RAPTOR's tree; each hierarchy says how it compares a member with a
 community (:class:`AttachPolicy`) and how unattached members are grouped.
 
 The output is a *grouping* of the current layer, which the hierarchy's own
-builder then summarises and embeds exactly as in a full build. A community
-whose members and member texts did not change therefore sends the same
-prompt as before, and its summary comes from the model cache: only changed
-communities cost calls. Ids are derived from members, so a community that
-gets its old members back (insert, then delete) gets its old id back.
+builder then summarises and embeds as in a full build, except that a community whose
+member set did not change keeps its summary (:meth:`LevelCarrier.kept`):
+only communities that gained, lost or split members are summarised anew,
+and their ancestors where that changed a member (HyGRAG Eq. 30). A
+re-summarised community whose prompt is one the model saw before (insert,
+then delete) is answered by the model cache. Ids are derived from members,
+so a community that gets its old members back gets its old id back.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class Grouping:
     groups: Groups
     origin: list[int | None]
     stats: dict[str, int] = field(default_factory=dict)
+    # True where the group has exactly the members of the community it continues (none gone,
+    # none attached, not split): such a community keeps its summary (see LevelCarrier.kept).
+    unchanged: list[bool] = field(default_factory=list)
 
 
 def labels_of(groups: Groups, n: int) -> np.ndarray:
@@ -230,13 +235,15 @@ def carry_groups(
     row = {node: i for i, node in enumerate(layer_ids)}
     groups: Groups = []
     origin: list[int | None] = []
+    whole: list[bool] = []
     detached = 0
     for index, children in enumerate(previous):
         rows = [row[c] for c in children if c in row]
         detached += len(children) - len(rows)
         if rows:
-            groups.append(np.array(sorted(rows), dtype=np.int64))
+            groups.append(np.array(sorted(set(rows)), dtype=np.int64))
             origin.append(index)
+            whole.append(len(rows) == len(children))
     grouped = np.zeros(n, dtype=bool)
     for g in groups:
         grouped[g] = True
@@ -248,27 +255,32 @@ def carry_groups(
     target = attach_targets(new_rows, groups, vectors, adjacency, policy, group_vectors)
     for g in np.unique(target[target >= 0]).tolist():
         groups[g] = np.sort(np.concatenate([groups[g], new_rows[target == g]]))
+        whole[g] = False
     stats = {"detached": detached, "attached": int((target >= 0).sum()), "new_members": len(new_rows)}
     fresh = (group_new or default_group_new(vectors, policy.max_size))(new_rows[target < 0])
     stats["new_groups"] = len(fresh)
     groups.extend(fresh)
     origin.extend([None] * len(fresh))
+    whole.extend([False] * len(fresh))
     out: Groups = []
     out_origin: list[int | None] = []
+    out_whole: list[bool] = []
     splits = dissolved = 0
-    for g, o in zip(groups, origin):
+    for g, o, w in zip(groups, origin, whole):
         if policy.too_big(g):
             parts = policy.split(g, vectors)
             splits += 1
             out.extend(parts)
             out_origin.extend([o] + [None] * (len(parts) - 1))
+            out_whole.extend([False] * len(parts))
         elif len(g) < policy.min_size:
             dissolved += 1
         else:
             out.append(g)
             out_origin.append(o)
-    stats.update(splits=splits, dissolved=dissolved)
-    return Grouping(out, out_origin, stats)
+            out_whole.append(w)
+    stats.update(splits=splits, dissolved=dissolved, unchanged=sum(out_whole))
+    return Grouping(out, out_origin, stats, out_whole)
 
 
 @dataclass(frozen=True)
@@ -279,6 +291,7 @@ class PreviousNode:
     id: str
     children: tuple[str, ...]
     text: str = ""
+    record: Any = None  # the record itself (Community, tree node): what an unchanged group keeps
 
 
 class LevelCarrier:
@@ -321,6 +334,15 @@ class LevelCarrier:
             self.stats[key] = self.stats.get(key, 0) + value
         self._last = (level, result)
         return result
+
+    def kept(self, level: int) -> list[Any]:
+        """Per group of the last :meth:`grouping` of ``level``: the previous record it continues
+        unchanged (same members), whose summary it keeps, else None (it is summarised anew)."""
+        if self._last is None or self._last[0] != level:
+            return []
+        old, grouping = self.nodes(level), self._last[1]
+        return [old[o].record if o is not None and same else None
+                for o, same in zip(grouping.origin, grouping.unchanged)]
 
     def built(self, level: int, ids: Sequence[str]) -> None:
         """The ids the builder gave this level's records, in the order of its groups."""

@@ -159,9 +159,10 @@ def build_tree_artifact(
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
     stored = store.load_tree(name) if workspace.manifest_entry(name) else []
     previous: dict[int, list[PreviousNode]] = {}
-    for node_id, layer, text, children, _ in stored:
+    for node in stored:
+        node_id, layer, text, children, _ = node
         if layer > 0:
-            previous.setdefault(layer, []).append(PreviousNode(node_id, tuple(children), text))
+            previous.setdefault(layer, []).append(PreviousNode(node_id, tuple(children), text, node))
     identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
                 "embedder": models.embedder.name}
     plan = plan_update(workspace, settings, name, identity, [leaf[0] for leaf in leaves], lambda: previous,

@@ -37,6 +37,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from functools import partial
 from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
@@ -127,6 +128,7 @@ class Summary:
     embed: str | None = None
     cached: bool = False
     detail: Any = None
+    kept: bool = False  # carried from the last build unchanged (an incremental update), not asked
 
 
 @dataclass(frozen=True)
@@ -165,12 +167,17 @@ class LevelStats:
     prose_summaries: int = 0
     fallback_summaries: int = 0
     summary_cache_hits: int = 0
+    kept_summaries: int = 0
     links: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def count(self, summaries: Sequence[Summary]) -> None:
-        """Count what each summary came from (a ``given`` one is a singleton, not a summary)."""
+        """Count what each summary came from (a ``given`` one is a singleton, not a summary;
+        a ``kept`` one was carried unchanged from the last build)."""
         for summary in summaries:
+            if summary.kept:
+                self.kept_summaries += 1
+                continue
             if summary.source == "given":
                 self.singletons += 1
                 continue
@@ -222,6 +229,11 @@ def _task(progress: Progress, label: str | None, total: int | None = None) -> It
         return
     with progress.task(label, total=total) as advance:
         yield advance
+
+
+def _kept(summary: Summary, reply: str) -> Summary:
+    """The reader of a kept summary: nothing was asked, the last build's summary stands."""
+    return summary
 
 
 def ask_all(asks: Sequence[Ask], models: BuildModels, label: str) -> list[Summary]:
@@ -293,6 +305,15 @@ class LayeredAlgorithm(ABC, Generic[L, C, R]):
         """Why ``layer`` is not clustered into ``level`` ("" to go on)."""
         return ""
 
+    def kept(self, record: R) -> Summary:
+        """The summary a record of the last build was made from, for a group that keeps it
+        (an incremental update). This default reads a :class:`Community` whose embedded text
+        is its summary; an algorithm whose records differ says how to read them."""
+        payload = getattr(record, "payload", {}) or {}
+        text = getattr(record, "summary", "")
+        return Summary(getattr(record, "title", ""), text, payload.get("summary_source", "json"), embed=text,
+                       kept=True)
+
     @abstractmethod
     def cluster(self, layer: L, level: int) -> C:
         """The groups of ``layer`` (rows), with this level's figures."""
@@ -354,8 +375,12 @@ def build_levels(algorithm: LayeredAlgorithm[L, C, R], layer: L, models: BuildMo
         if not clustering.groups:
             reason = "no_reduction"
             break
-        summaries = ask_all(algorithm.asks(layer, clustering, level), models,
-                            labels.summarising.format(level=level))
+        asks = algorithm.asks(layer, clustering, level)
+        if algorithm.carrier is not None:
+            for index, record in enumerate(algorithm.carrier.kept(level)):
+                if record is not None and asks[index].request is not None:
+                    asks[index] = Ask(None, partial(_kept, algorithm.kept(record)))
+        summaries = ask_all(asks, models, labels.summarising.format(level=level))
         level_stats.count(summaries)
         embedded = sum(summary.embed is not None for summary in summaries)
         vectors = embed_summaries(summaries, models, algorithm.embed_stage,

@@ -364,6 +364,11 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
     def stop_before(self, layer: Layer, level: int) -> str:
         return "small_layer" if len(layer) < self.config.min_layer_size else ""
 
+    def kept(self, record: Any) -> Summary:
+        """A stored tree node ``(id, layer, text, children, vector)`` whose cluster kept its members."""
+        text = record[2]
+        return Summary("", text, "json", embed=text, kept=True)
+
     def cluster(self, layer: Layer, level: int) -> Clustering:
         """Clusters of two or more nodes (a node alone gets no parent)."""
         stats: Counter[str] = Counter(oversize_splits=0, forced_bisections=0)

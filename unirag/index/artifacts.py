@@ -322,7 +322,7 @@ def _previous_nodes(ctx: BuildContext, name: str) -> dict[int, list[Any]]:
     nodes: dict[int, list[Any]] = {}
     for community in CommunityStore(ctx.workspace).load(name):
         nodes.setdefault(community.level, []).append(
-            PreviousNode(community.id, tuple(community.children), community.summary))
+            PreviousNode(community.id, tuple(community.children), community.summary, community))
     return nodes
 
 

@@ -400,6 +400,11 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
             between=[(a, b, idx) for a, b, idx in edge_groups if a != b],
         )
 
+    def kept(self, record: Community) -> Summary:
+        """An aggregated entity of the last build whose cluster kept its members."""
+        source: SummarySource = "fallback" if record.payload.get("fallback") else "json"
+        return Summary(record.title, record.summary, source, embed=f"{record.title}: {record.summary}", kept=True)
+
     def _attached(self, layer: Layer, level: int) -> list[np.ndarray] | None:
         """The previous build's clusters of this level for an incremental update: a new node
         joins the cluster with the nearest mean vector (what the mixture's argmax would do for

@@ -18,6 +18,8 @@ import numpy as np
 from unirag.errors import WorkspaceError
 from unirag.workspace import atomic_path, atomic_write_bytes
 
+TIE_MARGIN = 8  # rows fetched past k so that equal scores at the k-th place are ordered by id
+
 
 def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
     """One message for every way a query's embeddings cannot be compared with an
@@ -99,7 +101,7 @@ class HnswIndex:
         for label in dropped.tolist():
             old._index.mark_deleted(int(label))
         if len(added):
-            old._index.add_items(vectors[added], fresh, num_threads=-1)
+            old._index.add_items(vectors[added], fresh, num_threads=1)  # one thread: the same graph every time
         return cls(old._index, list(ids), old.dim, labels.tolist(), old.label)
 
     def save(self, path: Path) -> None:
@@ -141,12 +143,14 @@ class HnswIndex:
             return [[] for _ in range(query.shape[0])]
         if query.shape[1] != self.dim:
             raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
-        self._index.set_ef(max(64, 2 * k))
-        labels, distances = self._index.knn_query(query, k=k)
-        # Equal scores are ordered by id: hnswlib's order among ties depends on how the graph was
-        # built (threads, in-place updates), and a query must not depend on that.
+        # Equal scores are ordered by id: which of several tied rows hnswlib returns, and in what
+        # order, depends on how the graph was built (threads, in-place updates), and a query
+        # must not. A few rows past k are fetched so that a tie at the k-th place is settled too.
+        fetch = min(len(self.ids), k + TIE_MARGIN)
+        self._index.set_ef(max(64, 2 * fetch))
+        labels, distances = self._index.knn_query(query, k=fetch)
         return [
             sorted(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
-                   key=lambda hit: (-hit[1], hit[0]))
+                   key=lambda hit: (-hit[1], hit[0]))[:k]
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
