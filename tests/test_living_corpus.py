@@ -406,3 +406,24 @@ def test_a_killed_attached_insert_resumes_to_the_same_state_without_repeating_ca
     # Every call the killed run finished came from the cache on the resumed run.
     assert len(dying.requests) - 1 + len(resumed.requests) == len(uninterrupted.requests)
     ws.close()
+
+
+def test_communities_whose_members_did_not_change_keep_their_summaries(tmp_path: Path) -> None:
+    ws = _attach_workspace(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    store = CommunityStore(ws)
+    before = {name: {(c.level, frozenset(c.children)): c.summary for c in store.load(name)}
+              for name in ("graphrag", "archrag", "hygrag", "leanrag")}
+    _index(ws, [_write(tmp_path / "c.json", C)])  # Warsaw and Poland gain a description
+    manifest = ws.manifest()
+    kept_any = False
+    for name, summaries in before.items():
+        after = store.load(name)
+        same = [c for c in after if (c.level, frozenset(c.children)) in summaries]
+        for community in same:
+            assert community.summary == summaries[(community.level, frozenset(community.children))], name
+        kept = manifest[f"communities:{name}"]["stats"]["kept_summaries"]
+        assert kept == len(same) or name == "graphrag", name  # GraphRAG matches on entity sets, not children
+        kept_any |= kept > 0
+    assert kept_any
+    ws.close()

@@ -718,6 +718,7 @@ class _Node:
     id: str = ""
     summary: Summary | None = None  # its report in ``detail``
     context: ReportContext | None = None
+    previous: Community | None = None  # the last build's community whose report it keeps
 
     @property
     def report(self) -> Report:
@@ -765,11 +766,28 @@ def _entity_report(report: Report, reply: str) -> Summary:
     return Summary(report.title, report.text(), "given", detail=report)
 
 
+def _reply_ignored(summary: Summary, reply: str) -> Summary:
+    return summary
+
+
+def _kept_report(community: Community) -> Summary:
+    """The report of a community of the last build whose member set did not change."""
+    payload = community.payload
+    raw = payload.get("report") or {}
+    report = Report(title=community.title, summary=payload.get("report_summary", ""), rating=community.rating,
+                    rating_explanation=payload.get("rating_explanation", ""),
+                    findings=list(payload.get("findings") or []), raw=raw if isinstance(raw, dict) else {},
+                    fallback=bool(payload.get("fallback")))
+    source = "given" if payload.get("singleton") else "fallback" if report.fallback else "json"
+    return Summary(report.title, report.text(), source, detail=report, kept=True)
+
+
 def _report_round(
     batch: list[_Node], nodes: list[_Node], elements: ReportElements, config: GraphragCommunityConfig,
-    models: BuildModels, stats: Counter[str], label: str,
+    models: BuildModels, stats: Counter[str], label: str, kept: dict[tuple[int, frozenset[str]], Community],
 ) -> None:
-    """Report every community of ``batch`` (their children are reported already), concurrently."""
+    """Report every community of ``batch`` (their children are reported already), concurrently;
+    a community in ``kept`` (same level, same members as in the last build) keeps its report."""
     from unirag.prompts.prompt import load_prompt
 
     graph = elements.graph
@@ -777,6 +795,11 @@ def _report_round(
     asks: list[Ask] = []
     for node in batch:
         rows = node.rows.tolist()
+        previous = kept.get((node.level, frozenset(graph.ids[r] for r in rows))) if kept else None
+        if previous is not None:
+            node.previous = previous
+            asks.append(Ask(None, partial(_reply_ignored, _kept_report(previous))))
+            continue
         if len(rows) == 1:
             summary = _one_line(graph.descriptions[rows[0]]) or graph.names[rows[0]]
             asks.append(Ask(None, partial(_entity_report, Report(title=graph.names[rows[0]], summary=summary))))
@@ -829,12 +852,15 @@ def build_graphrag_communities(
             config.leiden_iterations,
         )
     nodes = _nodes(graph, levels)
+    # On an incremental update a community keeps its report when its member set did not change.
+    kept = {(c.level, frozenset(c.entities)): c for c in previous} if previous and update is not None else {}
     counts: Counter[str] = Counter(substituted=0, truncated=0, max_context_tokens_used=0, repaired_reports=0)
     if nodes:
         elements = ReportElements.from_graph(graph, models.tokenizer.count)
         for height in range(1 + max(node.height for node in nodes)):
             batch = [node for node in nodes if node.height == height]
-            _report_round(batch, nodes, elements, config, models, counts, f"graphrag reports, round {height + 1}")
+            _report_round(batch, nodes, elements, config, models, counts, f"graphrag reports, round {height + 1}",
+                          kept)
     communities = [_community(graph, nodes, node) for node in nodes]
     stats = HierarchyStats(
         stop_reason="empty" if not nodes else "max_levels" if len(levels) == config.max_levels else "no_split",
@@ -868,6 +894,8 @@ def _community(graph: EntityGraph, nodes: list[_Node], node: _Node) -> Community
         "context_tokens": context.tokens if context else 0,
         "substituted": len(context.substituted) if context else 0,
         "truncated": bool(context.truncated) if context else False,
+        **({key: node.previous.payload.get(key) for key in ("context_tokens", "substituted", "truncated")}
+           if node.previous is not None else {}),
         "fallback": report.fallback,
         "singleton": len(node.rows) == 1,
         "height": node.height,
