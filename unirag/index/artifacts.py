@@ -308,8 +308,12 @@ def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        from unirag.index.community_store import CommunityStore
+
         graph = _load_entity_graph(ctx, with_vectors=True)
-        return build_leanrag_hierarchy(graph, summary_models(ctx), config, make_carrier(graph.ids)), graph.ids
+        carrier = make_carrier(graph.ids)
+        links = CommunityStore(ctx.workspace).load_links("leanrag") if carrier is not None else []
+        return build_leanrag_hierarchy(graph, summary_models(ctx), config, carrier, links), graph.ids
 
     return config, run
 

@@ -76,7 +76,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, Literal
@@ -372,7 +372,9 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
                             clustering="leanrag level {level}: clustering {n} nodes")
     embed_stage = EMBED_STAGE
     summed = ("empty_components", "relation_calls", "relation_cache_hits", "relation_fallbacks",
-              "concatenated_relations")
+              "concatenated_relations", "kept_relations")
+    # An incremental update: the last build's links, per level, by endpoint ids -> (weight, description).
+    previous_links: dict[int, dict[tuple[str, str], tuple[float, str]]] = {}
 
     def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
@@ -450,8 +452,9 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
             upper[asked] = vectors
         names = [c.title for c in records]
         descriptions = [c.summary for c in records]
+        previous = self.previous_links.get(level, {}) if self.carrier is not None else {}
         strength, link_texts = _aggregate_relations(layer, clustering, names, descriptions, level, self.config,
-                                                    self.models)
+                                                    self.models, [c.id for c in records], previous)
         links = [
             CommunityLink(hierarchy=HIERARCHY, level=level, source=records[a].id, target=records[b].id,
                           weight=float(count), description=text)
@@ -464,12 +467,16 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
 
 def _aggregate_relations(
     layer: Layer, clustering: _LeanragClustering, names: list[str], descriptions: list[str], level: int,
-    config: LeanragConfig, models: BuildModels,
+    config: LeanragConfig, models: BuildModels, ids: Sequence[str] = (),
+    previous: Mapping[tuple[str, str], tuple[float, str]] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
     """Connectivity strength and description of each cluster pair joined by relations (Eq. 5).
 
     Above ``tau`` relations the LLM summarises them; otherwise (and when its
-    reply is empty) the description is their concatenation.
+    reply is empty) the description is their concatenation. ``previous``
+    (an incremental update: the last build's links by endpoint ids) keeps
+    the description of a pair whose two clusters kept their members (their
+    ids are unchanged) and whose strength is the same, without a call.
     """
     tokenizer, between, stats = models.tokenizer, clustering.between, clustering.stats
     counts = relation_counts(layer.edges, clustering.labels, len(names))
@@ -481,8 +488,14 @@ def _aggregate_relations(
     texts: list[str] = []
     summarised: list[int] = []
     requests: list[ChatRequest] = []
+    kept = 0
     for position, (a, b, idx) in enumerate(between):
         lines = _relation_lines(layer, idx)
+        before = previous.get((ids[a], ids[b])) if previous else None
+        if before is not None and before[0] == float(strength[position]) and strength[position] > tau:
+            texts.append(before[1])
+            kept += 1
+            continue
         if strength[position] > tau:
             shown, _ = _fit_lines(lines, config.max_input_tokens, tokenizer)
             requests.append(prompt.request(
@@ -495,8 +508,8 @@ def _aggregate_relations(
         texts.append(tokenizer.truncate("\n".join(line[2:] for line in lines), config.max_input_tokens))
     replies = complete_all(models.chat, requests, models.concurrency, models.progress,
                            f"leanrag level {level}: aggregating relations")
-    stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0,
-                 concatenated_relations=len(between) - len(requests))
+    stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0, kept_relations=kept,
+                 concatenated_relations=len(between) - len(requests) - kept)
     for position, reply in zip(summarised, replies):
         stats["relation_cache_hits"] += int(reply.cached)
         text = _clean_relation(reply.text)
@@ -523,9 +536,19 @@ def _base_layer(graph: EntityGraph, models: BuildModels) -> Layer:
                  edge_texts=list(graph.relation_texts))
 
 
+def _leanrag(config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None,
+             links: Sequence[CommunityLink]) -> _Leanrag:
+    algorithm = _Leanrag(config, models, carrier)
+    algorithm.previous_links = {}
+    for link in links:
+        algorithm.previous_links.setdefault(link.level, {})[(link.source, link.target)] = (link.weight,
+                                                                                           link.description)
+    return algorithm
+
+
 def build_leanrag_hierarchy(
     graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig(),
-    carrier: LevelCarrier | None = None,
+    carrier: LevelCarrier | None = None, previous_links: Sequence[CommunityLink] = (),
 ) -> HierarchyResult:
     """LeanRAG's aggregated-entity hierarchy over ``graph`` (see the module docstring).
 
@@ -541,7 +564,7 @@ def build_leanrag_hierarchy(
         "base_entities": len(graph),
         "config": {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()},
     })
-    return bottom_up_result(HIERARCHY, build_levels(_Leanrag(config, models, carrier), _base_layer(graph, models), models,
+    return bottom_up_result(HIERARCHY, build_levels(_leanrag(config, models, carrier, previous_links), _base_layer(graph, models), models,
                                                     stats))
 
 
