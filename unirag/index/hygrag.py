@@ -108,7 +108,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier
+from unirag.graph.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.index.hierarchy import (
@@ -130,7 +130,6 @@ PROMPT = "hygrag_summary"
 SUMMARY_STAGE = "index.hygrag.summarize"
 EMBED_STAGE = "index.hygrag.embed"
 EMBED_BATCH = 256
-POWER_ITERATIONS = 20  # principal direction for splits: enough to order members, cheap on big buckets
 MIN_MEMBER_TOKENS = 8  # a member text never shrinks below this in a summary prompt
 TABLE_BITS = 20  # merging looks codes up in a table of 2^k entries (8 MiB at k = 20), above that scans
 
@@ -471,40 +470,6 @@ def _merge_small(
     return out, merges
 
 
-def _principal_direction(x: np.ndarray) -> np.ndarray:
-    """First principal direction of rows ``x`` by power iteration from the longest centred row (deterministic)."""
-    y = x - x.mean(axis=0)
-    norms = np.linalg.norm(y, axis=1)
-    if not len(y) or norms.max() == 0:
-        return np.zeros(x.shape[1], dtype=x.dtype)
-    v = y[int(np.argmax(norms))] / norms.max()
-    for _ in range(POWER_ITERATIONS):
-        w = y.T @ (y @ v)
-        length = np.linalg.norm(w)
-        if length == 0:
-            break
-        v = w / length
-    return v if v[int(np.argmax(np.abs(v)))] >= 0 else -v
-
-
-def _split(members: np.ndarray, x: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
-    """Cut ``members`` into parts of exactly ``sizes`` by recursive principal-direction bisection."""
-    if len(sizes) == 1:
-        return [np.sort(members)]
-    half = len(sizes) // 2
-    cut = sum(sizes[:half])
-    points = x[members]
-    order = np.argsort(points @ _principal_direction(points), kind="stable")
-    return _split(members[order[:cut]], x, sizes[:half]) + _split(members[order[cut:]], x, sizes[half:])
-
-
-def balanced_sizes(total: int, limit: int) -> list[int]:
-    """``ceil(total / limit)`` part sizes that differ by at most one and sum to ``total``."""
-    parts = max(1, math.ceil(total / limit))
-    base, extra = divmod(total, parts)
-    return [base + 1] * extra + [base] * (parts - extra)
-
-
 def lsh_buckets(
     vectors: np.ndarray, config: HygragConfig, level: int = 1, stats: dict[str, int] | None = None
 ) -> list[np.ndarray]:
@@ -541,7 +506,7 @@ def lsh_buckets(
     for group in merged:
         if len(group) > config.s_max:
             splits += 1
-            out.extend(_split(group, x, balanced_sizes(len(group), config.s_max)))
+            out.extend(bisect(group, x, balanced_sizes(len(group), config.s_max)))
         else:
             out.append(group)
     stats["splits"] = splits
