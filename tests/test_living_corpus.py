@@ -329,7 +329,11 @@ def test_a_small_insert_attaches_and_keeps_every_hierarchy_whole(tmp_path: Path)
     assert not ws.stale_artifacts()
     # Only communities whose members or member texts changed were asked again.
     assert grown.ledger.total().llm_calls < first.ledger.total().llm_calls
+    root = ws.root
     ws.close()
+    shown = CliRunner().invoke(app, ["stats", "-w", str(root)])
+    assert shown.exit_code == 0 and "communities hygrag" in shown.stdout
+    assert "last change attached" in shown.stdout
 
 
 def test_attached_insert_then_delete_equals_never_inserted(tmp_path: Path) -> None:

@@ -151,7 +151,8 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
             round(extract_usage.prompt_tokens / extracted, 1) if extract_usage and extracted else None
         ),
         "communities": {
-            name.split(":", 1)[1]: {"level_order": entry.get("level_order"), "levels": entry.get("levels", {})}
+            name.split(":", 1)[1]: {"level_order": entry.get("level_order"), "levels": entry.get("levels", {}),
+                                    "update": entry.get("update")}
             for name, entry in manifest.items() if name.startswith("communities:")
         },
         "artifacts": manifest,

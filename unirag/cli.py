@@ -452,7 +452,10 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     for name, info in data["communities"].items():
         order = "C0 = root" if info["level_order"] == "top_down" else "level 1 = lowest"
         levels = ", ".join(f"L{level}: {count}" for level, count in info["levels"].items())
-        print(f"  communities {name:<9} {levels} ({order})")
+        update = info.get("update") or {}
+        how = (f"; last change attached: {update['changed']} leaves added or removed since the full build of "
+               f"{update['base_leaves']}" if update.get("mode") == "attach" else "")
+        print(f"  communities {name:<9} {levels} ({order}{how})")
     if data["extractor"]:
         failures = ", ".join(f"{k}: {v}" for k, v in sorted(data["extraction_failures"].items())) or "none"
         print(f"  extractor {data['extractor']}; dropped/repaired: {failures}")
