@@ -59,6 +59,9 @@ def _warn_cut_replies(ledger: UsageLedger) -> None:
         where = ", ".join(f"{stage}: {count}" for stage, count in cut.items())
         _warn(f"{sum(cut.values())} model replies were cut short at max_tokens or the context window ({where}); "
               "raise chat.max_tokens or chat.context_window if answers look incomplete")
+    sanitised = sum(usage.sanitised_replies for usage in ledger.stages.values())
+    if sanitised:
+        _warn(f"{sanitised} model replies held invalid characters (lone surrogates), replaced by U+FFFD")
 
 
 def _handle_errors(fn: F) -> F:

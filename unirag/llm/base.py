@@ -52,11 +52,30 @@ class ChatResponse:
     # True when the server reported no token counts and ours are the tokenizer's estimate
     # (streamed replies of servers that ignore ``stream_options.include_usage``).
     usage_estimated: bool = False
+    # True when the reply held code points that cannot be stored as UTF-8 (a lone
+    # surrogate such as ``\ud800``) and they were replaced (:func:`clean_model_text`).
+    sanitised: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("cached")
         return data
+
+
+def clean_model_text(text: str) -> tuple[str, bool]:
+    """``text`` with every code point UTF-8 cannot encode (lone surrogates) replaced by U+FFFD,
+    and whether any was.
+
+    Why at the client boundary: such a reply cannot be cached (SQLite stores UTF-8), printed
+    or written to JSON, so one bad reply would crash every later step, and a model that keeps
+    sending it would block indexing for good. A valid surrogate *pair* (a server that escaped
+    an emoji as two halves) is joined into its character, not replaced.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), True
+    return text, False
 
 
 @dataclass(frozen=True)
@@ -139,6 +158,8 @@ class StageUsage:
     cut_replies: int = 0
     # Replies whose token counts are our tokenizer's estimate (the server streamed no usage).
     estimated_replies: int = 0
+    # Replies with invalid code points (lone surrogates) that were replaced before use.
+    sanitised_replies: int = 0
     embedding_calls: int = 0
     embedded_texts: int = 0
     embedding_cache_hits: int = 0

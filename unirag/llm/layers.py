@@ -283,6 +283,7 @@ def charge(ledger: UsageLedger, request: ChatRequest, response: ChatResponse, se
         completion_tokens=response.completion_tokens,
         cut_replies=1 if response.finish_reason == "length" else 0,
         estimated_replies=1 if response.usage_estimated else 0,
+        sanitised_replies=1 if response.sanitised else 0,
         seconds=seconds,
     )
 

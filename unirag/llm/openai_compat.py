@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 
 from unirag.errors import LLMError, RetryableLLMError
-from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, clean_model_text, normalise_rows
 from unirag.llm.streaming import ChunkAssembler, sse_data
 
 JsonMode = Literal["auto", "on", "off"]
@@ -348,8 +348,10 @@ class OpenAIChat:
             text = content
         else:
             raise RetryableLLMError(f"chat model {self.model}: malformed response (content is not text)")
+        text, sanitised = clean_model_text(text)
         return ChatResponse(
             text=text,
+            sanitised=sanitised,
             prompt_tokens=_usage(body, "prompt_tokens"),
             completion_tokens=_usage(body, "completion_tokens"),
             finish_reason=str(choice.get("finish_reason") or "stop"),
