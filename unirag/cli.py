@@ -90,7 +90,7 @@ def _settings(workspace: Path | None, **flags: Any) -> Any:
 def _stack(settings: Any, workspace: Any) -> Any:
     from unirag.llm.factory import build_stack
 
-    return build_stack(settings, workspace.cache(_warn))
+    return build_stack(settings, workspace.cache(_warn), on_retry=_err)
 
 
 def _show_progress(quiet: bool) -> Any:
@@ -269,6 +269,8 @@ def query(
              + "; ".join(f"{name} ({why})" for name, why in result.refreshed.items())
              + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
     _warn_cut_replies(result.ledger)
+    for warning in result.warnings:
+        _warn(warning)
     if as_json:
         if not stream or retrieve_only:
             print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))

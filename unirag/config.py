@@ -124,6 +124,9 @@ class RetrievalSettings(_Section):
     build_wait: float = Field(
         600.0, ge=0, description="seconds a query waits for another process building what it needs (0: fail at once)"
     )
+    max_question_tokens: int = Field(
+        2000, gt=0, description="longer questions are refused (every prompt must still fit chat.context_window)"
+    )
 
 
 class TreeSettings(_Section):
@@ -413,6 +416,7 @@ chunking:
 retrieval:
   top_k: 4
   build_wait: 600   # seconds a query waits while another process builds what it needs
+  max_question_tokens: 2000   # longer questions are refused
 
 concurrency: 4
 max_retries: 5
