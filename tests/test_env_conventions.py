@@ -111,3 +111,48 @@ def test_log_file_keeps_messages_and_never_the_key(tmp_path: Path, monkeypatch: 
     assert "chat model: m at 127.0.0.1" in log and "retry 1/1" in log and "start the server" in log
     assert "unirag: log:" in result.stderr  # -v: the log on stderr too
     assert key not in log and key not in result.stderr
+
+
+def test_init_writes_every_setting_with_its_default(tmp_path: Path) -> None:
+    import dataclasses
+
+    import yaml
+    from pydantic import BaseModel
+    from typer.testing import CliRunner
+
+    from unirag.cli import app
+    from unirag.config import Settings
+    from unirag.index.settings_template import hierarchy_configs
+
+    assert CliRunner().invoke(app, ["init", str(tmp_path / "ws")]).exit_code == 0
+    text = (tmp_path / "ws" / "unirag.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(text) is None  # all commented out: the defaults apply
+    body = text.split("\n\n", 1)[1]
+    uncommented = yaml.safe_load("\n".join(line[2:] for line in body.splitlines()))
+    settings = Settings.model_validate(uncommented)
+    for name, config in hierarchy_configs().items():
+        assert set(uncommented["index"][name]) == {f.name for f in dataclasses.fields(config)}
+        uncommented["index"][name] = {}
+    assert Settings.model_validate(uncommented) == Settings()  # every default as it is
+
+    def paths(model: type[BaseModel], prefix: str = "") -> set[str]:
+        out = set()
+        for name, field in model.model_fields.items():
+            kind = field.annotation
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                out |= paths(kind, f"{prefix}{name}.")
+            else:
+                out.add(prefix + name)
+        return out
+
+    def listed(data: dict, prefix: str = "") -> set[str]:
+        out = set()
+        for key, value in data.items():
+            if isinstance(value, dict) and key not in hierarchy_configs():
+                out |= listed(value, f"{prefix}{key}.")
+            else:
+                out.add(prefix + key)
+        return out
+
+    assert paths(Settings) == listed(uncommented)
+    assert settings.retrieval.max_question_tokens == 2000

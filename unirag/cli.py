@@ -163,11 +163,12 @@ def _root(
 @app.command()
 @_handle_errors
 def init(directory: Annotated[Path, typer.Argument(help="workspace directory to create")]) -> None:
-    """Create a workspace with a commented settings file (unirag.yaml)."""
+    """Create a workspace with a settings file (unirag.yaml) listing every setting with its default."""
     from unirag.config import SETTINGS_FILE
+    from unirag.index.settings_template import settings_yaml
     from unirag.workspace import Workspace
 
-    Workspace.init(directory).close()
+    Workspace.init(directory, settings_yaml()).close()
     print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE})")
 
 
