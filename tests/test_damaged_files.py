@@ -28,8 +28,8 @@ QUESTION = ("query", "Where does the quokka live?", "-m", "vanilla", "--json")
 def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Indexed through the CLI's own ``_stack`` (so its warning line is the CLI's), with fake models."""
     real = factory.build_stack
-    monkeypatch.setattr(factory, "build_stack", lambda settings, cache: real(
-        settings, cache, chat=ScriptedChat(), embedder=HashEmbedder()))
+    monkeypatch.setattr(factory, "build_stack", lambda settings, cache, **options: real(
+        settings, cache, chat=ScriptedChat(), embedder=HashEmbedder(), **options))
     ws = tmp_path / "ws"
     ok("index", small_corpus(tmp_path), "-w", ws, "-q")
     ok(QUESTION[0], QUESTION[1], "-w", ws, *QUESTION[2:])  # the cache now holds an answer

@@ -29,6 +29,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "IndexResult": ("unirag.pipeline", "IndexReport"),
     "DeleteResult": ("unirag.pipeline", "DeleteReport"),
     "UniragError": ("unirag.errors", "UniragError"),
+    "QuestionError": ("unirag.errors", "QuestionError"),
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from unirag.api import UniRAG
     from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, QueryEvent
     from unirag.config import Settings
-    from unirag.errors import UniragError
+    from unirag.errors import QuestionError, UniragError
     from unirag.llm.base import StageUsage as Usage
     from unirag.methods.runner import QueryResult
     from unirag.operators.context import ContextItem

@@ -172,6 +172,7 @@ class _QueryRun:
     state: QueryState
     refreshed: dict[str, str]
     refresh_ledger: UsageLedger
+    generated: bool = True  # an answer is asked for (not retrieve-only)
 
 
 class UniRAG:
@@ -364,7 +365,7 @@ class UniRAG:
         from unirag.llm.base import ChatResponse
         from unirag.llm.streaming import stream_chat
 
-        run = self._begin(question, method, top_k, build)
+        run = self._begin(question, method, top_k, build, not retrieve_only)
         answer = raw = ""
         if not retrieve_only:
             tick = time.perf_counter()
@@ -382,12 +383,15 @@ class UniRAG:
             run.state.timings["generate"] = time.perf_counter() - tick
         yield QueryDone(self._finish(run, answer, raw))
 
-    def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool) -> _QueryRun:
-        """Resolve the method, bring what it needs up to date, retrieve."""
+    def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool,
+               generated: bool = True) -> _QueryRun:
+        """Check the question, resolve the method, bring what it needs up to date, retrieve."""
         from unirag.llm.base import UsageLedger
         from unirag.methods.spec import MethodSpec, resolve_method
+        from unirag.operators.question import check_question
         from unirag.pipeline import prepare_query
 
+        check_question(question, self.settings)  # before any build a refused question would pay for
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
         refresh = UsageLedger()
         with self._lock:
@@ -397,7 +401,7 @@ class UniRAG:
                 self._runner = None
             runner = self._runner_for(top_k)
         state = runner.retrieve(spec, question)
-        return _QueryRun(spec, runner, state, refreshed, refresh)
+        return _QueryRun(spec, runner, state, refreshed, refresh, generated)
 
     def _runner_for(self, top_k: int | None) -> MethodRunner:
         """The shared runner (its indices load once), or one with another ``top_k`` sharing them."""
@@ -413,7 +417,7 @@ class UniRAG:
             return MethodRunner(self.workspace, settings, self.stack, self.progress, self._runner.resources)
 
     def _finish(self, run: _QueryRun, answer: str, raw: str) -> QueryResult:
-        result = run.runner.result(run.state, run.spec, answer, raw)
+        result = run.runner.result(run.state, run.spec, answer, raw, generated=run.generated)
         result.refreshed, result.refresh_ledger = run.refreshed, run.refresh_ledger
         with self._lock:
             self.workspace.record_usage(f"query:{run.spec.name}", result.ledger)
@@ -445,7 +449,7 @@ class UniRAG:
         from unirag.llm.async_layers import AsyncAccountedChat
         from unirag.llm.base import ChatResponse
 
-        run = await asyncio.to_thread(self._begin, question, method, top_k, build)
+        run = await asyncio.to_thread(self._begin, question, method, top_k, build, not retrieve_only)
         answer = raw = ""
         if not retrieve_only:
             tick = time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -23,14 +24,21 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Plain click help (rich_markup_mode=None): rich's type column shows "<bool>" beside every flag.
 app = typer.Typer(
     name="unirag",
     help="Graph-based RAG methods in one framework: index a corpus, ask questions, compare methods.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
-methods_app = typer.Typer(help="List or explain the available methods.", invoke_without_command=True)
+methods_app = typer.Typer(help="List or explain the available methods.", invoke_without_command=True,
+                          rich_markup_mode=None)
+#: Every input format (``unirag.text.loaders.FORMATS``, checked by a test), spelled out here so
+#: ``--help`` needs no import of the loaders.
+INDEX_FORMATS_HELP = "input format: auto|text|jsonl|json|hotpotqa|musique|2wiki|pdf|html|docx|csv"
+LOG_FILE = Path("logs") / "unirag.log"
 app.add_typer(methods_app, name="methods")
 
 WorkspaceOpt = Annotated[
@@ -46,6 +54,7 @@ ConcurrencyOpt = Annotated[int | None, typer.Option("--concurrency", help="paral
 
 def _err(message: str) -> None:
     print(f"unirag: {message}", file=sys.stderr)
+    logging.getLogger("unirag").info(message)
 
 
 def _warn(message: str) -> None:
@@ -59,6 +68,9 @@ def _warn_cut_replies(ledger: UsageLedger) -> None:
         where = ", ".join(f"{stage}: {count}" for stage, count in cut.items())
         _warn(f"{sum(cut.values())} model replies were cut short at max_tokens or the context window ({where}); "
               "raise chat.max_tokens or chat.context_window if answers look incomplete")
+    sanitised = sum(usage.sanitised_replies for usage in ledger.stages.values())
+    if sanitised:
+        _warn(f"{sanitised} model replies held invalid characters (lone surrogates), replaced by U+FFFD")
 
 
 def _handle_errors(fn: F) -> F:
@@ -74,20 +86,52 @@ def _handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             _err("interrupted: finished work is saved; run the same command again to resume")
             raise typer.Exit(130) from None
+        finally:
+            _stop_log()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _stop_log() -> None:
+    """Close this command's log handlers (tests run many commands in one process)."""
+    logger = logging.getLogger("unirag")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
 
 
 def _settings(workspace: Path | None, **flags: Any) -> Any:
     from unirag.config import load_settings
 
-    return load_settings(workspace, {key.replace("__", "."): value for key, value in flags.items()})
+    if workspace is not None:
+        _start_log(workspace)
+    settings = load_settings(workspace, {key.replace("__", "."): value for key, value in flags.items()})
+    logging.getLogger("unirag").info("chat model: %s", settings.chat.describe())
+    return settings
+
+
+def _start_log(workspace: Path) -> None:
+    """Append this command's messages to ``WORKSPACE/logs/unirag.log`` (a workspace that exists).
+
+    What is logged is what the user saw on stderr (warnings, retry lines, errors) and the
+    chat model's name and host: never a key (messages are redacted where they are made)."""
+    logger = logging.getLogger("unirag")
+    path = workspace / LOG_FILE
+    if not workspace.is_dir() or any(getattr(h, "baseFilename", None) == str(path.resolve())
+                                     for h in logger.handlers):
+        return
+    path.parent.mkdir(exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+    logger.info("unirag %s", " ".join(sys.argv[1:2]))  # the command's name only: its arguments may hold text
 
 
 def _stack(settings: Any, workspace: Any) -> Any:
     from unirag.llm.factory import build_stack
 
-    return build_stack(settings, workspace.cache(_warn))
+    return build_stack(settings, workspace.cache(_warn), on_retry=_err)
 
 
 def _show_progress(quiet: bool) -> Any:
@@ -100,7 +144,15 @@ def _show_progress(quiet: bool) -> Any:
 @app.callback(invoke_without_command=True)
 def _root(
     version: Annotated[bool, typer.Option("--version", help="print the version and exit")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log what happens on stderr (also kept in "
+                                                                  "WORKSPACE/logs/unirag.log)")] = False,
 ) -> None:
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("unirag: log: %(message)s"))
+        logger = logging.getLogger("unirag")
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
     if version:
         from unirag import __version__
 
@@ -111,11 +163,12 @@ def _root(
 @app.command()
 @_handle_errors
 def init(directory: Annotated[Path, typer.Argument(help="workspace directory to create")]) -> None:
-    """Create a workspace with a commented settings file (unirag.yaml)."""
+    """Create a workspace with a settings file (unirag.yaml) listing every setting with its default."""
     from unirag.config import SETTINGS_FILE
+    from unirag.index.settings_template import settings_yaml
     from unirag.workspace import Workspace
 
-    Workspace.init(directory).close()
+    Workspace.init(directory, settings_yaml()).close()
     print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE})")
 
 
@@ -128,9 +181,7 @@ def index(
         typer.Argument(help="files or directories to add (none: build on the corpus already indexed)",
                        show_default=False),
     ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="auto|text|jsonl|json|hotpotqa|musique|2wiki")
-    ] = "auto",
+    fmt: Annotated[str, typer.Option("--format", "-f", help=INDEX_FORMATS_HELP)] = "auto",
     chunk_size: Annotated[int | None, typer.Option("--chunk-size", help="tokens per chunk")] = None,
     chunk_overlap: Annotated[int | None, typer.Option("--chunk-overlap", help="overlapping tokens")] = None,
     rebuild: Annotated[bool, typer.Option("--rebuild", help="re-chunk from scratch (caches are kept)")] = False,
@@ -189,6 +240,7 @@ def index(
     if not sources and not (workspace / "store.sqlite").exists():
         raise SourceError(f"{workspace} has no corpus yet: give the files or directories to index")
     ws = Workspace.init(workspace)  # only once sources and settings are known to be valid
+    _start_log(workspace)
     try:
         report = run_index(
             ws, plan.sources, settings, _stack(settings, ws), fmt,
@@ -198,7 +250,7 @@ def index(
     finally:
         ws.close()
     _warn_cut_replies(report.ledger)
-    data = report.to_json()
+    data = {**report.to_json(), "chat_model": settings.chat.describe()}
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -212,6 +264,7 @@ def index(
         f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
         f"rebuilt: {', '.join(data['rebuilt']) or 'nothing (up to date)'}"
     )
+    print(f"chat model: {settings.chat.describe()}")
 
 
 @app.command()
@@ -266,6 +319,8 @@ def query(
              + "; ".join(f"{name} ({why})" for name, why in result.refreshed.items())
              + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
     _warn_cut_replies(result.ledger)
+    for warning in result.warnings:
+        _warn(warning)
     if as_json:
         if not stream or retrieve_only:
             print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
@@ -430,9 +485,10 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     from unirag.workspace import Workspace
 
     ws = Workspace.open(workspace)
+    settings = _settings(workspace)
     try:
         ws.cache(_warn)  # a damaged cache file is set aside with a warning line
-        data = {**workspace_stats(ws), "workspace": str(workspace)}
+        data = {**workspace_stats(ws), "workspace": str(workspace), "chat_model": settings.chat.describe()}
     finally:
         ws.close()
     if as_json:
@@ -440,6 +496,7 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
         return
     print(f"workspace {workspace}: {data['documents']} documents, {data['chunks']} chunks, "
           f"{data['chunk_tokens']} chunk tokens")
+    print(f"  chat model: {data['chat_model']}")
     for name, entry in sorted(data["artifacts"].items()):
         print(f"  artifact {name}: {entry.get('count', entry.get('entities', '?'))} items, "
               f"built {entry.get('built_at', '?')}")

@@ -2,7 +2,14 @@
 
 Precedence, lowest first: defaults (this module) < the workspace's
 ``unirag.yaml`` (with ``${VAR}`` / ``${VAR:-default}`` interpolation) <
-``UNIRAG_*`` environment variables < command-line flags.
+``.env`` files (the working directory's, then the workspace's, which wins) <
+``UNIRAG_*`` environment variables < command-line flags. A ``.env`` file only
+supplies variables the real environment does not set.
+
+The standard ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL`` name the
+chat endpoint when no layer sets ``chat.base_url``, ``chat.model`` or
+``chat.api_key`` (and ``chat.provider`` is not ``embedded``): a key alone means
+OpenAI's own endpoint and, without ``OPENAI_MODEL``, :data:`OPENAI_DEFAULT_MODEL`.
 
 Environment names are derived from the field paths at any depth:
 ``chat.base_url`` is ``UNIRAG_CHAT_BASE_URL``, ``graph.tree.method`` is
@@ -39,6 +46,9 @@ ENV_PREFIX = "UNIRAG_"
 NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG", "UNIRAG_DEMO_WORKSPACE"})
 EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+DOTENV_FILE = ".env"
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 
 
 class _Section(BaseModel):
@@ -79,6 +89,15 @@ class ChatSettings(_ModelEndpoint):
     def prompt_window(self) -> int:
         """The window prompt budgets pack to, in our tokenizer's tokens."""
         return int(self.context_window * (1 - self.count_margin))
+
+    def describe(self) -> str:
+        """Which chat model answers, in words for a status line (never the key)."""
+        if self.resolved_provider != "openai":
+            return f"{self.model} (embedded, offline)"
+        from urllib.parse import urlsplit
+
+        host = urlsplit(self.base_url or "").hostname or self.base_url or "?"
+        return f"{self.model} at {host}"
 
 
 class EmbeddingSettings(_ModelEndpoint):
@@ -123,6 +142,9 @@ class RetrievalSettings(_Section):
     top_k: int = Field(4, gt=0)
     build_wait: float = Field(
         600.0, ge=0, description="seconds a query waits for another process building what it needs (0: fail at once)"
+    )
+    max_question_tokens: int = Field(
+        2000, gt=0, description="longer questions are refused (every prompt must still fit chat.context_window)"
     )
 
 
@@ -329,17 +351,63 @@ def read_settings_file(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
     return interpolate(data, env, str(path))
 
 
+def read_dotenv(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines of a ``.env`` file (``export``, quotes and ``#`` comments as
+    shells and python-dotenv read them); a missing file is empty."""
+    if not path.is_file():
+        return {}
+    values: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.removeprefix("export ").partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ConfigError(f"{path}:{number}: expected KEY=VALUE")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].strip()
+        values[key] = value
+    return values
+
+
+def environment(workspace: Path | None, cwd: Path | None = None) -> dict[str, str]:
+    """The process environment over the ``.env`` files of ``cwd`` and ``workspace`` (the real
+    environment wins, then the workspace's file, then the working directory's)."""
+    merged = read_dotenv((cwd or Path.cwd()) / DOTENV_FILE)
+    if workspace is not None:
+        merged.update(read_dotenv(Path(workspace) / DOTENV_FILE))
+    merged.update(os.environ)
+    return merged
+
+
+def _openai_defaults(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """``data`` with the chat endpoint of ``OPENAI_*`` when no layer named one (module docstring)."""
+    chat = data.get("chat") if isinstance(data.get("chat"), dict) else {}
+    named = any(chat.get(key) is not None for key in ("base_url", "model", "api_key"))
+    if named or chat.get("provider") == "embedded" or not (env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_KEY")):
+        return data
+    endpoint = {"base_url": env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL,
+                "model": env.get("OPENAI_MODEL") or OPENAI_DEFAULT_MODEL}
+    if env.get("OPENAI_API_KEY"):
+        endpoint["api_key"] = env["OPENAI_API_KEY"]
+    return _merge(data, {"chat": endpoint})
+
+
 def load_settings(
     workspace: Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Build the settings: defaults < ``workspace/unirag.yaml`` < env < ``overrides``.
+    """Build the settings: defaults < ``workspace/unirag.yaml`` < ``.env`` < env < ``overrides``.
 
     ``overrides`` uses dotted keys (``{"chat.model": "qwen2.5"}``); ``None``
-    values are ignored so unset CLI flags do not mask lower layers.
+    values are ignored so unset CLI flags do not mask lower layers. ``env``
+    replaces the process environment *and* the ``.env`` files (tests pass their own).
     """
-    env = os.environ if env is None else env
+    env = environment(workspace) if env is None else env
     data: dict[str, Any] = {}
     source = "defaults"
     if workspace is not None:
@@ -353,7 +421,7 @@ def load_settings(
         elif name.startswith(ENV_PREFIX) and name not in NON_SETTING_VARS:
             raise ConfigError(f"unknown environment variable {name}; known: {', '.join(sorted(paths))}")
     data = _merge(data, env_layer)
-    return _validated(_with_overrides(data, overrides), f"{source}, env or flags")
+    return _validated(_openai_defaults(_with_overrides(data, overrides), env), f"{source}, env or flags")
 
 
 def override_settings(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
@@ -413,6 +481,7 @@ chunking:
 retrieval:
   top_k: 4
   build_wait: 600   # seconds a query waits while another process builds what it needs
+  max_question_tokens: 2000   # longer questions are refused
 
 concurrency: 4
 max_retries: 5

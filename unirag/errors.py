@@ -34,6 +34,14 @@ class MethodError(UniragError):
     exit_code = 2
 
 
+class QuestionError(UniragError):
+    """A question that cannot be asked: empty, or longer than ``retrieval.max_question_tokens``.
+
+    A distinct class so a server can answer it as a client error (400/422)."""
+
+    exit_code = 2
+
+
 class LLMError(UniragError):
     """A model call failed for good (after retries)."""
 
@@ -43,11 +51,19 @@ class LLMUnavailableError(LLMError):
 
 
 class RetryableLLMError(LLMError):
-    """A transient failure (429, 5xx, timeout, connection reset): retry it."""
+    """A transient failure (429, 5xx, timeout, connection reset): retry it.
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    ``reason`` (``"429 Too Many Requests"``, ``"timeout"``) and ``endpoint`` (host and
+    port, never a key) make the one line printed per retry wait; ``max_retries`` caps the
+    retries below the policy's where more would only waste time (a refused local port)."""
+
+    def __init__(self, message: str, retry_after: float | None = None, *, reason: str = "",
+                 endpoint: str = "", max_retries: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.reason = reason
+        self.endpoint = endpoint
+        self.max_retries = max_retries
 
 
 class StoreDamagedError(WorkspaceError):

@@ -83,7 +83,7 @@ def run_index(
     given directories. Every artifact built before is refreshed too.
     """
     progress = progress or Progress()
-    ledger = UsageLedger()
+    ledger = workspace.usage_ledger("index")
     models = stack.accounted(ledger)
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
@@ -105,9 +105,9 @@ def run_index(
             else:  # --sync removed every document
                 _drop_derived(workspace)
         finally:
-            # Usage is kept even when the run dies: the calls were made (and cached).
-            if ledger.stages:
-                workspace.record_usage("index", ledger)
+            # Usage is kept even when the run dies: the calls were made (and cached). Most of it
+            # is stored already, as calls finished (a hard kill skips this line).
+            ledger.flush()
     return IndexReport(report, rebuilt, ledger, timings)
 
 
@@ -172,7 +172,7 @@ def run_delete(
     index, delete or query refreshes: the corpus version says they are behind.
     """
     progress = progress or Progress()
-    ledger = UsageLedger()
+    ledger = workspace.usage_ledger("delete")
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
     with workspace.writing():
@@ -188,8 +188,7 @@ def run_delete(
             else:
                 _drop_derived(workspace)
         finally:
-            if ledger.stages:
-                workspace.record_usage("delete", ledger)
+            ledger.flush()
     return DeleteReport(len(doc_ids), len(chunk_ids), rebuilt, ledger, timings)
 
 

@@ -21,6 +21,7 @@ import json
 import os
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -225,6 +226,8 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._db: sqlite3.Connection | None = None
+        self._usage_db: sqlite3.Connection | None = None  # its own connection: written from model-call threads
+        self._usage_lock = threading.Lock()
         self._cache: Any = None
 
     # -- lifecycle -------------------------------------------------------
@@ -286,6 +289,10 @@ class Workspace:
         return self._cache
 
     def close(self) -> None:
+        with self._usage_lock:
+            if self._usage_db is not None:
+                self._usage_db.close()
+                self._usage_db = None
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -590,6 +597,28 @@ class Workspace:
                 "INSERT INTO usage (command, stage, usage, created) VALUES (?, ?, ?, ?)",
                 [(command, stage, json.dumps(u.to_json()), now) for stage, u in ledger.stages.items()],
             )
+
+    def usage_ledger(self, command: str) -> UsageLedger:
+        """A ledger whose usage reaches the usage table as calls finish (see :class:`UsageLedger`);
+        call its ``flush()`` when the run ends, killed or not."""
+        return UsageLedger(sink=lambda delta: self._store_usage(command, delta))
+
+    def _store_usage(self, command: str, stages: dict[str, StageUsage]) -> bool:
+        """Insert one delta of usage through the usage connection; False when the store is busy
+        (a long write of the build holds it): the ledger hands the same usage over again later."""
+        now = time.time()
+        rows = [(command, stage, json.dumps(usage.to_json()), now) for stage, usage in stages.items()]
+        with self._usage_lock:
+            if self._usage_db is None:
+                self._usage_db = connect_store(self.root / STORE_FILE)
+                self._usage_db.execute("PRAGMA busy_timeout = 2000")
+            try:
+                with self._usage_db:
+                    self._usage_db.executemany(
+                        "INSERT INTO usage (command, stage, usage, created) VALUES (?, ?, ?, ?)", rows)
+            except sqlite3.OperationalError:  # "database is locked": kept in the ledger, retried
+                return False
+        return True
 
     def usage_by_stage(self) -> dict[str, StageUsage]:
         """Cumulative usage of every recorded run, per stage."""

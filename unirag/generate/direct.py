@@ -46,8 +46,8 @@ def plan_direct(state: QueryState, prompt: str, use_context: bool = True) -> Ans
     fields = {"question": state.question}
     if use_context:
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
-    return AnswerPlan(template.request("query.generate", max_tokens=settings.chat.max_tokens,
-                                       temperature=settings.chat.temperature, **fields))
+    return AnswerPlan(state.request(template, "query.generate", max_tokens=settings.chat.max_tokens,
+                                    temperature=settings.chat.temperature, **fields))
 
 
 def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:

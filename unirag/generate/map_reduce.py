@@ -183,8 +183,8 @@ def ask_points(
     from unirag.llm.batch import complete_all
 
     settings = state.resources.settings
-    requests = [template.request(stage, max_tokens=max_tokens, temperature=settings.chat.temperature,
-                                 json_mode=True, **f) for f in fields]
+    requests = [state.request(template, stage, max_tokens=max_tokens, temperature=settings.chat.temperature,
+                              json_mode=True, **f) for f in fields]
     responses = complete_all(state.models.chat, requests, settings.concurrency, state.progress,
                              f"{stage} over {len(requests)} batches")
     for call, response in enumerate(responses):
@@ -244,8 +244,8 @@ def final_request(
         return None
     context, trace.used = fill_points(trace.kept, limit, tokenizer, label, cut_overflow)
     trace.final_context = context
-    return template.request(stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
-                            question=state.question, reports=context or "(none)")
+    return state.request(template, stage, max_tokens=settings.chat.max_tokens, temperature=settings.chat.temperature,
+                         question=state.question, reports=context or "(none)")
 
 
 def complete_final(state: QueryState, trace: StagedAnswer, request: ChatRequest | None) -> StagedAnswer:

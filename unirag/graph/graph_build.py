@@ -56,7 +56,8 @@ def run_extraction(
     """Extract every chunk not yet extracted by this extractor; returns (name, chunks done now)."""
     extractor = make_extractor(settings, models)
     done = store.extracted_chunk_ids(extractor.name)
-    pending = [chunk for chunk in workspace.iter_chunks() if chunk.id not in done]
+    # A title that is only a file name is no entity: extractors see the chunk without it.
+    pending = [chunk.for_extraction() for chunk in workspace.iter_chunks() if chunk.id not in done]
     if not pending:
         return extractor.name, 0
     with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:

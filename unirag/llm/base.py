@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import asdict, dataclass, field
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -52,11 +53,30 @@ class ChatResponse:
     # True when the server reported no token counts and ours are the tokenizer's estimate
     # (streamed replies of servers that ignore ``stream_options.include_usage``).
     usage_estimated: bool = False
+    # True when the reply held code points that cannot be stored as UTF-8 (a lone
+    # surrogate such as ``\ud800``) and they were replaced (:func:`clean_model_text`).
+    sanitised: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("cached")
         return data
+
+
+def clean_model_text(text: str) -> tuple[str, bool]:
+    """``text`` with every code point UTF-8 cannot encode (lone surrogates) replaced by U+FFFD,
+    and whether any was.
+
+    Why at the client boundary: such a reply cannot be cached (SQLite stores UTF-8), printed
+    or written to JSON, so one bad reply would crash every later step, and a model that keeps
+    sending it would block indexing for good. A valid surrogate *pair* (a server that escaped
+    an emoji as two halves) is joined into its character, not replaced.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"), True
+    return text, False
 
 
 @dataclass(frozen=True)
@@ -139,6 +159,8 @@ class StageUsage:
     cut_replies: int = 0
     # Replies whose token counts are our tokenizer's estimate (the server streamed no usage).
     estimated_replies: int = 0
+    # Replies with invalid code points (lone surrogates) that were replaced before use.
+    sanitised_replies: int = 0
     embedding_calls: int = 0
     embedded_texts: int = 0
     embedding_cache_hits: int = 0
@@ -155,24 +177,66 @@ class StageUsage:
         return data
 
 
+#: Receives the usage recorded since its last call (per stage); False when it could not
+#: store it now (the same usage comes again, with more, next time).
+UsageSink = Callable[[dict[str, StageUsage]], bool]
+
+
 @dataclass
 class UsageLedger:
     """Usage per stage for one run (an index or a query). Thread-safe enough:
     each update is a handful of integer additions under the GIL on one dataclass;
-    the concurrency layer serialises nothing here, so we guard with a lock."""
+    the concurrency layer serialises nothing here, so we guard with a lock.
+
+    With a ``sink``, usage is handed over as calls finish (every ``flush_calls`` model
+    calls or ``flush_seconds``), not only at the end: a run killed mid-way (SIGKILL,
+    an out-of-memory kill) still leaves the calls it was served in ``unirag stats``.
+    :meth:`flush` hands over the rest; the sink gets each call once, as deltas.
+    """
 
     stages: dict[str, StageUsage] = field(default_factory=dict)
+    sink: UsageSink | None = None
+    flush_calls: int = 10
+    flush_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         import threading
 
         self._lock = threading.Lock()
+        self._flushed: dict[str, StageUsage] = {}
+        self._unflushed_calls = 0
+        self._last_flush = time.monotonic()
 
     def record(self, stage: str, **delta: float) -> None:
         with self._lock:
             usage = self.stages.setdefault(stage, StageUsage())
             for name, value in delta.items():
                 setattr(usage, name, getattr(usage, name) + value)
+            if self.sink is None:
+                return
+            self._unflushed_calls += int(delta.get("llm_calls", 0) + delta.get("embedding_calls", 0))
+            if (self._unflushed_calls >= self.flush_calls
+                    or time.monotonic() - self._last_flush >= self.flush_seconds):
+                self._flush_locked()
+
+    def flush(self) -> None:
+        """Hand the usage not yet handed over to the sink (at the end of a run)."""
+        with self._lock:
+            if self.sink is not None:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        assert self.sink is not None
+        delta: dict[str, StageUsage] = {}
+        for stage, usage in self.stages.items():
+            done = self._flushed.get(stage, StageUsage())
+            change = StageUsage(**{name: value - getattr(done, name) for name, value in asdict(usage).items()})
+            if any(asdict(change).values()):
+                delta[stage] = change
+        self._last_flush = time.monotonic()
+        if not delta or self.sink(delta):
+            self._flushed = {stage: StageUsage(**asdict(usage)) for stage, usage in self.stages.items()}
+            self._unflushed_calls = 0
 
     def total(self) -> StageUsage:
         out = StageUsage()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from unirag.errors import LLMError, UniragError
-from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, clean_model_text, normalise_rows
 from unirag.llm.streaming import ChunkAssembler
 
 _END = object()  # marks the end of a streamed reply in its queue
@@ -146,8 +146,10 @@ class EmbeddedChat:
             raise self._server_error(result["error"])
         choice = result["choices"][0]
         usage = result.get("usage", {})
+        text, sanitised = clean_model_text(choice["message"].get("content") or "")
         return ChatResponse(
-            text=choice["message"].get("content") or "",
+            text=text,
+            sanitised=sanitised,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=choice.get("finish_reason") or "stop",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, Settings
@@ -94,18 +95,24 @@ class ModelStack:
         return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger)
 
 
+def retry_policy(settings: Settings, on_retry: Callable[[str], None] | None = None) -> RetryPolicy:
+    return RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay, on_retry)
+
+
 def build_stack(
     settings: Settings,
     cache: ResponseCache | None,
     chat: ChatModel | None = None,
     embedder: EmbeddingModel | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> ModelStack:
     """Wrap backends (built from settings unless given) in the standard layers.
 
     Backends are cheap to construct: the embedded models load on first use, so
-    a method that never calls the chat model never loads it.
+    a method that never calls the chat model never loads it. ``on_retry`` gets one
+    line per retry wait (the CLI prints it on stderr).
     """
-    policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
+    policy = retry_policy(settings, on_retry)
     backend = chat or backend_chat(settings)
     chat_model: ChatModel = LimitedChat(RetryingChat(backend, policy), settings.concurrency)
     embed_model: EmbeddingModel = RetryingEmbedder(embedder or backend_embedder(settings), policy)
@@ -128,7 +135,8 @@ class AsyncChatStack:
             await close()
 
 
-def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: ChatModel) -> AsyncChatStack:
+def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: ChatModel,
+                     on_retry: Callable[[str], None] | None = None) -> AsyncChatStack:
     """The async chat stack over ``backend``: cached, limited, retrying, as :func:`build_stack`'s.
 
     The OpenAI-compatible client answers with real async HTTP (an
@@ -139,7 +147,7 @@ def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: C
     """
     from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
 
-    policy = RetryPolicy(settings.max_retries, settings.retry_base_delay, settings.retry_max_delay)
+    policy = retry_policy(settings, on_retry)
     inner: AsyncChatModel = ThreadedChat(backend)
     if type(backend).__name__ == "OpenAIChat":  # checked by name: no httpx import for the embedded model
         from unirag.llm.openai_async import AsyncOpenAIChat

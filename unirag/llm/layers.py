@@ -44,11 +44,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter, honouring ``Retry-After``."""
+    """Exponential backoff with full jitter, honouring ``Retry-After``.
+
+    ``on_retry`` gets one line per wait (endpoint, attempt, reason, seconds): without it a
+    hung or rate-limited endpoint means minutes without a word. The CLI prints it on stderr.
+    """
 
     max_retries: int = 5
     base_delay: float = 1.0
     max_delay: float = 30.0
+    on_retry: Callable[[str], None] | None = None
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -66,11 +71,21 @@ class RetryBudget:
 
     def next_delay(self, exc: RetryableLLMError) -> float:
         """Seconds to wait before the next attempt; :class:`LLMUnavailableError` when none is left."""
-        if self.attempt >= self.policy.max_retries:
+        allowed = self.policy.max_retries if exc.max_retries is None else min(exc.max_retries, self.policy.max_retries)
+        if self.attempt >= allowed:
             raise LLMUnavailableError(f"{self.what}: gave up after {self.attempt + 1} attempts ({exc})") from None
         delay = self.policy.delay(self.attempt, exc.retry_after)
         self.attempt += 1
+        if self.policy.on_retry is not None:
+            self.policy.on_retry(retry_line(self.what, exc, self.attempt, allowed, delay))
         return delay
+
+
+def retry_line(what: str, exc: RetryableLLMError, attempt: int, allowed: int, delay: float) -> str:
+    """``chat model M at host:port: 429 Too Many Requests; retry 2/5 in 3.1 s`` (no key, one line)."""
+    where = f" at {exc.endpoint}" if exc.endpoint else ""
+    reason = exc.reason or " ".join(str(exc).split())[:160]
+    return f"{what}{where}: {reason}; retry {attempt}/{allowed} in {delay:.1f} s"
 
 
 def call_with_retry(
@@ -283,6 +298,7 @@ def charge(ledger: UsageLedger, request: ChatRequest, response: ChatResponse, se
         completion_tokens=response.completion_tokens,
         cut_replies=1 if response.finish_reason == "length" else 0,
         estimated_replies=1 if response.usage_estimated else 0,
+        sanitised_replies=1 if response.sanitised else 0,
         seconds=seconds,
     )
 

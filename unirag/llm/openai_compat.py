@@ -28,12 +28,23 @@ import httpx
 import numpy as np
 
 from unirag.errors import LLMError, RetryableLLMError
-from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, clean_model_text, normalise_rows
 from unirag.llm.streaming import ChunkAssembler, sse_data
 
 JsonMode = Literal["auto", "on", "off"]
 
 _ERROR_SNIPPET = 200  # characters of a server's error message worth showing
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
+def _status_reason(status: int) -> str:
+    """``429 Too Many Requests``: the status with its standard phrase."""
+    from http import HTTPStatus
+
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
 
 
 def _one_line(text: str) -> str:
@@ -160,12 +171,31 @@ class _Endpoint:
     def headers(self) -> dict[str, str]:
         return self._headers
 
+    @property
+    def host(self) -> str:
+        """``host:port`` of the base URL, for retry lines (no path, no credentials)."""
+        try:
+            parsed = httpx.URL(self.base_url)
+        except httpx.InvalidURL:
+            return ""
+        return f"{parsed.host}:{parsed.port}" if parsed.port else parsed.host
+
+    def _is_local(self) -> bool:
+        try:
+            return httpx.URL(self.base_url).host in _LOCAL_HOSTS
+        except httpx.InvalidURL:
+            return False
+
     def transport_error(self, exc: Exception, url: str, mid_stream: bool = False) -> LLMError:
-        """The one-line error for a failure below HTTP: retryable unless the URL can never work."""
+        """The one-line error for a failure below HTTP: retryable unless the URL can never work.
+
+        A refused connection to this machine means no server runs there: it is retried
+        once (a server that is just starting), not five times with backoff."""
         shown = _display_url(url)
         cut = "the reply stream was cut: " if mid_stream else ""
         if isinstance(exc, httpx.TimeoutException):
-            return RetryableLLMError(f"{self.kind} {self.model}: {cut}timed out after {self.timeout:g}s at {shown}")
+            return RetryableLLMError(f"{self.kind} {self.model}: {cut}timed out after {self.timeout:g}s at {shown}",
+                                     reason="timeout", endpoint=self.host)
         if isinstance(exc, httpx.UnsupportedProtocol):
             # A base_url without http:// or https:// will never work; retrying it is pointless.
             return LLMError(
@@ -175,8 +205,15 @@ class _Endpoint:
             return LLMError(f"{self.kind} {self.model}: invalid base_url {self.base_url!r} ({exc})")
         reason = self._redact(str(exc) or type(exc).__name__)
         if mid_stream:
-            return RetryableLLMError(f"{self.kind} {self.model}: {cut}{reason} ({shown})")
-        return RetryableLLMError(f"cannot reach {shown}: {reason}")
+            return RetryableLLMError(f"{self.kind} {self.model}: {cut}{reason} ({shown})",
+                                     reason="reply stream cut", endpoint=self.host)
+        if isinstance(exc, httpx.ConnectError) and "refused" in reason.lower() and self._is_local():
+            return RetryableLLMError(
+                f"cannot reach {shown}: connection refused; start the server or fix {self.section}.base_url "
+                f"(UNIRAG_{self.section.upper()}_BASE_URL)",
+                reason="connection refused", endpoint=self.host, max_retries=1,
+            )
+        return RetryableLLMError(f"cannot reach {shown}: {reason}", reason=reason[:120], endpoint=self.host)
 
     def check(self, response: httpx.Response) -> None:
         """Raise the right error for a non-2xx response; return quietly otherwise."""
@@ -187,9 +224,11 @@ class _Endpoint:
         message = self._redact(_server_message(response))[:_ERROR_SNIPPET]
         if status == 429:
             retry_after = _parse_retry_after(response.headers.get("Retry-After"))
-            raise RetryableLLMError(f"{self.kind} {self.model}: rate limited (429) at {url}", retry_after)
+            raise RetryableLLMError(f"{self.kind} {self.model}: rate limited (429) at {url}", retry_after,
+                                    reason=_status_reason(status), endpoint=self.host)
         if status >= 500 or status == 408:
-            raise RetryableLLMError(f"{self.kind} {self.model}: server error {status} at {url}: {message}")
+            raise RetryableLLMError(f"{self.kind} {self.model}: server error {status} at {url}: {message}",
+                                    reason=_status_reason(status), endpoint=self.host)
         if status in (401, 403):
             raise LLMError(
                 f"{self.kind} {self.model}: {_display_url(self.base_url)} rejected the API key ({status}); "
@@ -348,8 +387,10 @@ class OpenAIChat:
             text = content
         else:
             raise RetryableLLMError(f"chat model {self.model}: malformed response (content is not text)")
+        text, sanitised = clean_model_text(text)
         return ChatResponse(
             text=text,
+            sanitised=sanitised,
             prompt_tokens=_usage(body, "prompt_tokens"),
             completion_tokens=_usage(body, "completion_tokens"),
             finish_reason=str(choice.get("finish_reason") or "stop"),

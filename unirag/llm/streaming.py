@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from unirag.errors import RetryableLLMError
-from unirag.llm.base import ChatEvent, ChatModel, ChatRequest, ChatResponse
+from unirag.llm.base import ChatEvent, ChatModel, ChatRequest, ChatResponse, clean_model_text
 
 #: The tokenizer that estimates usage when a server streams none: the chunking default.
 ESTIMATE_ENCODING = "cl100k_base"
@@ -33,6 +33,7 @@ class ChunkAssembler:
         self.parts: list[str] = []
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.sanitised = False  # some chunk held invalid code points, replaced
 
     def feed(self, chunk: Any) -> str:
         if not isinstance(chunk, dict):
@@ -55,6 +56,8 @@ class ChunkAssembler:
             return ""
         if not isinstance(content, str):
             raise RetryableLLMError(f"{self.what}: malformed stream chunk (content is not text)")
+        content, replaced = clean_model_text(content)
+        self.sanitised = self.sanitised or replaced
         self.parts.append(content)
         return content
 
@@ -68,8 +71,8 @@ class ChunkAssembler:
         prompt, completion = _count(self.usage, "prompt_tokens"), _count(self.usage, "completion_tokens")
         if prompt is None or completion is None:
             return ChatResponse(text, estimate_prompt_tokens(request), estimate_tokens(text), self.finish_reason,
-                                usage_estimated=True)
-        return ChatResponse(text, prompt, completion, self.finish_reason)
+                                usage_estimated=True, sanitised=self.sanitised)
+        return ChatResponse(text, prompt, completion, self.finish_reason, sanitised=self.sanitised)
 
 
 def _count(usage: dict[str, Any] | None, key: str) -> int | None:

@@ -21,6 +21,7 @@ from unirag.llm.factory import ModelStack
 from unirag.methods.spec import MethodSpec, OperatorCall, RepeatBlock, Rounds
 from unirag.methods.stopping import context_suffices
 from unirag.operators.context import ContextItem, QueryState, Resources
+from unirag.operators.question import check_question
 from unirag.operators.registry import conversion_registry, operator_registry
 from unirag.progress import Progress
 from unirag.workspace import Workspace
@@ -39,6 +40,10 @@ class QueryResult:
     # Artifacts brought up to date before the query ran (artifact -> why) and their usage.
     refreshed: dict[str, str] = field(default_factory=dict)
     refresh_ledger: UsageLedger | None = None
+    # One line each for what the user should know (a prompt cut to fit the window, an empty answer).
+    warnings: list[str] = field(default_factory=list)
+    # The model was asked for an answer and gave none (only whitespace).
+    empty_answer: bool = False
 
     def usage(self) -> dict[str, Any]:
         total = self.ledger.total()
@@ -63,6 +68,8 @@ class QueryResult:
             "usage_by_stage": self.ledger.to_json(),
             "timings": {name: round(seconds, 4) for name, seconds in self.timings.items()},
             "rounds": self.rounds,
+            "warnings": self.warnings,
+            "empty_answer": self.empty_answer,
             **({"refreshed": {"artifacts": self.refreshed,
                               "usage_by_stage": self.refresh_ledger.to_json() if self.refresh_ledger else {}}}
                if self.refreshed else {}),
@@ -91,11 +98,12 @@ class MethodRunner:
             tick = time.perf_counter()
             answer, raw = self.plan(state, spec).complete(state.models.chat)
             state.timings["generate"] = time.perf_counter() - tick
-        return self.result(state, spec, answer, raw)
+        return self.result(state, spec, answer, raw, generated=generate)
 
     def retrieve(self, spec: MethodSpec, question: str) -> QueryState:
         """Conversions and operators: the state holds the context (``items``), the query's
         ledger (``models.ledger``) and its timings so far."""
+        check_question(question, self.settings)
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)
@@ -122,10 +130,14 @@ class MethodRunner:
         return plan_answer(state, spec.generation)
 
     @staticmethod
-    def result(state: QueryState, spec: MethodSpec, answer: str, raw: str) -> QueryResult:
+    def result(state: QueryState, spec: MethodSpec, answer: str, raw: str, generated: bool = True) -> QueryResult:
+        """The query's result; ``generated``: an answer was asked for (an empty one is flagged)."""
         state.timings["total"] = time.perf_counter() - state.started
+        empty = generated and not answer.strip()
+        if empty:
+            state.warn("the model returned an empty answer; try again, another method, or a larger model")
         return QueryResult(state.question, spec.name, answer, raw, state.items, state.models.ledger, state.timings,
-                           state.rounds)
+                           state.rounds, warnings=list(state.warnings), empty_answer=empty)
 
     def _run_call(self, state: QueryState, call: OperatorCall, key: str) -> None:
         """One operator: its items join the context (unless ``emit: false``); its seconds go to ``key.op``."""

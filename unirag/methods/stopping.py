@@ -26,6 +26,6 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
     settings = state.resources.settings
     template = load_prompt(prompt)
     context = fitted_context(state, template, REPLY_TOKENS)
-    request = template.request("query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
-                               question=state.question, context=context)
+    request = state.request(template, "query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
+                            question=state.question, context=context)
     return read_yes_no(state.models.chat.complete(request).text) is True

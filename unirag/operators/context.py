@@ -11,8 +11,10 @@ import numpy as np
 
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
+from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
 from unirag.progress import Progress
+from unirag.prompts.prompt import Prompt
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -255,3 +257,20 @@ class QueryState:
     # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
     progress: Progress | None = None
     started: float = field(default_factory=time.perf_counter)  # for the query's total seconds
+    # One line each for what the user should know about this answer (a prompt cut to fit, an empty reply).
+    warnings: list[str] = field(default_factory=list)
+
+    def request(self, prompt: Prompt, stage: str, *, max_tokens: int, temperature: float = 0.0,
+                json_mode: bool = False, **fields: str) -> ChatRequest:
+        """``prompt.request`` with its fields fitted to ``chat.context_window`` (a warning when cut)."""
+        settings = self.resources.settings
+        fitted, cut = prompt.fitted_fields(fields, settings.chat.prompt_window, max_tokens,
+                                           settings.chunking.encoding)
+        if cut:
+            self.warn(f"{stage}: prompt '{prompt.name}' cut to fit chat.context_window "
+                      f"({settings.chat.context_window} tokens): {', '.join(cut)} shortened")
+        return prompt.request(stage, max_tokens=max_tokens, temperature=temperature, json_mode=json_mode, **fitted)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)

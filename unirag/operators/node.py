@@ -211,7 +211,7 @@ def agent_select(
 
     prompt = load_prompt("agent_select")
     listing = "\n".join(f"{number}. {' '.join(text.split())[:300]}" for number, text in enumerate(texts, start=1))
-    request = prompt.request(f"query.{operator}", max_tokens=256, json_mode=True,
+    request = state.request(prompt, f"query.{operator}", max_tokens=256, json_mode=True,
                              question=state.question, kind=kind, candidates=listing, k=str(k))
     reply = state.models.chat.complete(request).text
     chosen = parse_selection(reply, aliases, k)

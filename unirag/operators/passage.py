@@ -90,7 +90,7 @@ def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | Non
     chunk = state.resources.workspace.get_chunks([chunk_id]).get(chunk_id)
     passage = get_tokenizer().truncate(chunk.indexed_text if chunk else "", MAX_PASSAGE_TOKENS)
     prompt = load_prompt(PROMPT)
-    request = prompt.request("query.kgp.traverse", max_tokens=128, question=state.question, passage=passage)
+    request = state.request(prompt, "query.kgp.traverse", max_tokens=128, question=state.question, passage=passage)
     evidence = _evidence_text(state.models.chat.complete(request).text)
     if not evidence:
         return None, ""

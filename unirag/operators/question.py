@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from unirag.config import Settings
 from unirag.operators.context import QueryState
 from unirag.operators.spec import ConversionSpec
 
@@ -29,6 +30,26 @@ _QUESTION_WORDS = frozenset((
 ))
 
 
+def check_question(question: str, settings: Settings) -> str:
+    """``question`` if it can be asked; else a :class:`QuestionError` in one line.
+
+    An empty question would be answered from arbitrary passages, and one far longer
+    than any question (a pasted document) would crowd the context out of every prompt
+    or overflow the model's window, so both are refused before any retrieval.
+    """
+    from unirag.errors import QuestionError
+    from unirag.text.tokenizer import get_tokenizer
+
+    if not isinstance(question, str) or not question.strip():
+        raise QuestionError("the question is empty: ask something")
+    limit = settings.retrieval.max_question_tokens
+    tokens = get_tokenizer(settings.chunking.encoding).count(question)
+    if tokens > limit:
+        raise QuestionError(f"the question is {tokens} tokens long, more than retrieval.max_question_tokens "
+                            f"({limit}); shorten it or raise that setting (UNIRAG_RETRIEVAL_MAX_QUESTION_TOKENS)")
+    return question
+
+
 def embed_question(state: QueryState) -> None:
     """The question's embedding, for every VDB operator."""
     state.query_vector = state.models.embedder.embed([state.question], stage="query.embed").vectors[0]
@@ -37,7 +58,8 @@ def embed_question(state: QueryState) -> None:
 def _ask(state: QueryState, prompt_name: str, stage: str, max_tokens: int) -> str:
     from unirag.prompts.prompt import load_prompt
 
-    request = load_prompt(prompt_name).request(stage, max_tokens=max_tokens, json_mode=True, question=state.question)
+    request = state.request(load_prompt(prompt_name), stage, max_tokens=max_tokens, json_mode=True,
+                            question=state.question)
     return state.models.chat.complete(request).text
 
 

@@ -421,8 +421,8 @@ def subgraph_agent_path(state: QueryState, top_k: Count = 4) -> list[ContextItem
         rows = graph.rows_of(ids).tolist()
         texts.append(path_text(graph, rows)[0] if rows else " -> ".join(ids))
     prompt = load_prompt("agent_path")
-    request = prompt.request(
-        "query.agent_path", max_tokens=100, question=state.question, k=str(top_k),
+    request = state.request(
+        prompt, "query.agent_path", max_tokens=100, question=state.question, k=str(top_k),
         paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1)),
     )
     numbers = parse_path_numbers(state.models.chat.complete(request).text, len(state.paths))

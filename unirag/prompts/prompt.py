@@ -18,10 +18,13 @@ from pathlib import Path
 
 from unirag.errors import MethodError
 from unirag.llm.base import ChatRequest
+from unirag.text.tokenizer import get_tokenizer
 
 PROMPT_DIR = Path(__file__).parent
 PROMPT_GROUPS = ("index", "query", "eval")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
+# Room left in a fitted request for the chat template's own tokens.
+FIT_MARGIN = 64
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,34 @@ class Prompt:
             out.append({"role": "system", "content": fill(self.system).strip()})
         out.append({"role": "user", "content": fill(self.user).strip()})
         return tuple(out)
+
+    def fitted_fields(self, fields: dict[str, str], window: int, reply_tokens: int,
+                      encoding: str = "cl100k_base") -> tuple[dict[str, str], list[str]]:
+        """``fields`` cut, longest first, so the messages and ``reply_tokens`` fit ``window``;
+        and the names of the fields that were cut (none when it fitted already).
+
+        The safety net under every query-time prompt: a context is packed to its budget
+        where it is built, but a long question, a long candidate list or a small window can
+        still overflow, and a server then refuses the call or silently drops the prompt's start.
+        """
+        tokenizer = get_tokenizer(encoding)
+        fitted, cut = dict(fields), []
+
+        def excess() -> int:
+            used = sum(tokenizer.count(message["content"]) for message in self.messages(**fitted))
+            return used + reply_tokens + FIT_MARGIN - window
+
+        over = excess()
+        while over > 0:
+            name = max(fitted, key=lambda key: tokenizer.count(fitted[key]), default=None)
+            size = tokenizer.count(fitted[name]) if name is not None else 0
+            if name is None or size == 0:
+                break  # the template alone is over the window: nothing left to cut
+            fitted[name] = tokenizer.truncate(fitted[name], max(0, size - over))
+            if name not in cut:
+                cut.append(name)
+            over = excess()
+        return fitted, cut
 
     def request(
         self,

@@ -20,12 +20,13 @@ from typing import Any
 
 from unirag.config import LoaderSettings
 from unirag.errors import ConfigError, SourceError
+from unirag.text.document_formats import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES, UnreadableFile, read_document_file
 from unirag.text.types import Document
 
-FORMATS = ("auto", "text", "jsonl", "json", "hotpotqa", "musique", "2wiki")
+FORMATS = ("auto", "text", "jsonl", "json", "hotpotqa", "musique", "2wiki", *DOCUMENT_FORMATS)
 PRESPLIT_MODES = ("auto", "always", "never")
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
-SUFFIXES = TEXT_SUFFIXES | {".json", ".jsonl"}
+SUFFIXES = TEXT_SUFFIXES | {".json", ".jsonl"} | set(DOCUMENT_SUFFIXES)
 _BINARY_PROBE = 8192
 _BOM = b"\xef\xbb\xbf"
 
@@ -209,6 +210,8 @@ def _file_format(path: Path, fmt: str) -> str:
     if fmt != "auto":
         return fmt
     suffix = path.suffix.lower()
+    if suffix in DOCUMENT_SUFFIXES:
+        return DOCUMENT_SUFFIXES[suffix]
     if suffix == ".jsonl":
         return "jsonl"
     if suffix == ".json":
@@ -217,8 +220,14 @@ def _file_format(path: Path, fmt: str) -> str:
 
 
 def _read_file(path: Path, fmt: str, loader: LoaderSettings, warn: Warn, tally: _Tally) -> Iterator[Document]:
-    text = _read_text(path)
     kind = _file_format(path, fmt)
+    if kind in DOCUMENT_FORMATS:
+        try:
+            yield from read_document_file(path, kind, loader)
+        except UnreadableFile as unreadable:
+            raise _Skip(str(unreadable), unreadable.reason) from None
+        return
+    text = _read_text(path)
     if kind == "text":
         # Normalise line endings so a Windows checkout gives the same chunk ids
         # (str.replace returns the text itself when there is nothing to replace: no copy).

@@ -6,8 +6,8 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePath
 from typing import Any
 
 
@@ -117,3 +117,14 @@ class Chunk:
     def indexed_text(self) -> str:
         """What embeddings and BM25 see: the title line, then the text."""
         return f"{self.title}\n{self.text}" if self.title else self.text
+
+    @property
+    def titled_by_file_name(self) -> bool:
+        """Whether the title is only the name of the file the chunk came from (``notes_v2``
+        of ``notes_v2.txt``), not a title someone wrote."""
+        return bool(self.title) and bool(self.source) and PurePath(self.source).stem == self.title
+
+    def for_extraction(self) -> Chunk:
+        """The chunk as entity extractors see it: a title that is only a file name is left
+        out, or it would become an entity of every chunk of that file. Retrieval keeps it."""
+        return replace(self, title="") if self.titled_by_file_name else self

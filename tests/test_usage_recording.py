@@ -1,0 +1,100 @@
+"""Issue 17 item 12: usage reaches the workspace as calls finish, so a killed run's calls are listed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from fakes import ScriptedChat, fake_stack, make_settings, small_corpus
+
+from unirag.llm.base import StageUsage, UsageLedger
+from unirag.pipeline import run_index
+from unirag.workspace import Workspace
+
+TESTS = Path(__file__).parent
+KILL_AT = 25  # the model serves this many calls, then the process dies without cleanup
+
+
+def test_ledger_hands_over_deltas_every_n_calls() -> None:
+    handed: list[dict[str, StageUsage]] = []
+    ledger = UsageLedger(sink=lambda delta: handed.append(delta) or True, flush_calls=2, flush_seconds=3600)
+    for _ in range(5):
+        ledger.record("build.extract", llm_calls=1, prompt_tokens=10)
+    assert [d["build.extract"].llm_calls for d in handed] == [2, 2]
+    ledger.flush()
+    assert sum(d["build.extract"].llm_calls for d in handed) == 5
+    assert sum(d["build.extract"].prompt_tokens for d in handed) == 50
+
+
+def test_a_busy_sink_gets_the_same_usage_again_later() -> None:
+    answers = iter([False, True])
+    handed: list[int] = []
+
+    def sink(delta: dict[str, StageUsage]) -> bool:
+        handed.append(delta["s"].llm_calls)
+        return next(answers, True)
+
+    ledger = UsageLedger(sink=sink, flush_calls=1, flush_seconds=3600)
+    ledger.record("s", llm_calls=1)  # refused: kept
+    ledger.record("s", llm_calls=1)  # both handed over
+    ledger.flush()  # nothing new
+    assert handed == [1, 2]
+
+
+SCRIPT = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from fakes import ScriptedChat, fake_stack, make_settings
+from unirag.pipeline import run_index
+from unirag.workspace import Workspace
+
+
+class Dying(ScriptedChat):
+    def complete(self, request):
+        if self.calls >= {kill_at}:
+            os._exit(137)  # as SIGKILL: no finally, no atexit
+        return super().complete(request)
+
+
+root = Path({root!r})
+settings = make_settings(root, graph__extractor="llm", graph__gleaning=0, graph__share_call_below_tokens=0,
+                         concurrency=1)
+ws = Workspace.init(root)
+run_index(ws, [{corpus!r}], settings, fake_stack(settings, ws, chat=Dying()), graphs=["kg"])
+"""
+
+
+def test_a_killed_index_run_leaves_its_served_calls_in_stats(tmp_path: Path) -> None:
+    corpus = tmp_path / "many"
+    corpus.mkdir()
+    for number in range(40):
+        (corpus / f"doc{number}.txt").write_text(f"Person{number} founded Company{number} in Town{number}.\n")
+    root = tmp_path / "ws"
+    script = SCRIPT.format(tests=str(TESTS), kill_at=KILL_AT, root=str(root), corpus=str(corpus))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          cwd=TESTS.parent)
+    assert done.returncode == 137, done.stderr
+    from typer.testing import CliRunner
+
+    from unirag.cli import app
+
+    result = CliRunner().invoke(app, ["stats", "-w", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    served = json.loads(result.stdout)["usage_by_stage"]["build.extract"]["llm_calls"]
+    assert KILL_AT - 10 <= served <= KILL_AT  # flushed every 10 calls: at most the last 9 are lost
+
+
+def test_a_finished_run_records_each_call_once(tmp_path: Path) -> None:
+    settings = make_settings(None, graph__extractor="llm", graph__gleaning=0)
+    ws = Workspace.init(tmp_path / "ws")
+    chat = ScriptedChat()
+    report = run_index(ws, [small_corpus(tmp_path)], settings, fake_stack(settings, ws, chat=chat), graphs=["kg"])
+    stored = ws.usage_by_stage()
+    assert stored["build.extract"].llm_calls == report.ledger.stages["build.extract"].llm_calls == chat.calls
+    for stage, usage in report.ledger.stages.items():
+        assert stored[stage].embedded_texts == usage.embedded_texts and stored[stage].llm_calls == usage.llm_calls
+    ws.close()
