@@ -31,11 +31,11 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     or a workspace path (opened now, which must exist, and closed at shutdown; ``overrides`` as
     ``UniRAG``'s). The reader answers from the built artifacts while a job writes
     (``stale_while_writing`` is set on a given UniRAG too)."""
-    from fastapi import Depends, FastAPI
+    from fastapi import FastAPI
 
     from unirag.api import UniRAG
     from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
-    from unirag.server.auth import bearer_guard
+    from unirag.server.auth import BearerKeyMiddleware
     from unirag.server.errors import install_error_handlers
 
     settings = settings or ServerSettings()
@@ -54,8 +54,10 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
             state.close()
 
     app = FastAPI(title="unirag", summary=f"Graph RAG over the workspace {rag.root.name}",
-                  version=_version(), lifespan=lifespan, dependencies=[Depends(bearer_guard(settings.api_key))])
+                  version=_version(), lifespan=lifespan)
     app.state.unirag = state
+    if settings.api_key:
+        app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"], summary="Liveness (no key needed)")

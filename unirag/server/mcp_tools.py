@@ -8,9 +8,13 @@ name or alias (no tool argument names a file).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from unirag.errors import UniragError
 from unirag.server.catalog import MethodCatalog
+from unirag.server.errors import ApiError, one_line
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -26,6 +30,18 @@ def context_summary(result: QueryResult) -> list[dict[str, Any]]:
     """Each context item: kind, source, score and the start of its text."""
     return [{"kind": item["kind"], "source": item["source"], "score": item["score"],
              "text": item["text"][:SNIPPET]} for item in result.to_json()["context"]]
+
+
+@contextmanager
+def told_to_the_agent() -> Iterator[None]:
+    """A user's mistake (unknown method, a workspace not ready) reaches the agent as the
+    tool's error text; anything else stays a crash the MCP server logs."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        yield
+    except (ApiError, UniragError) as exc:
+        raise ToolError(one_line(str(exc))) from None
 
 
 def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
@@ -44,14 +60,16 @@ def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
     async def query(question: str, method: str = "vanilla", top_k: int | None = None) -> dict[str, Any]:
         """Answer a question from the workspace's documents with a retrieval method; returns the
         answer and a summary of the context it was drawn from."""
-        result = await rag.aquery(question, methods.resolve(method), top_k=limited(top_k))
+        with told_to_the_agent():
+            result = await rag.aquery(question, methods.resolve(method), top_k=limited(top_k))
         return {"answer": result.answer, "method": result.method, "context": context_summary(result)}
 
     @server.tool()
     async def retrieve(question: str, method: str = "vanilla", top_k: int | None = None) -> dict[str, Any]:
         """Retrieve the context a method would answer from (passages, entities, relations,
         community summaries), without generating an answer."""
-        result = await rag.aquery(question, methods.resolve(method), top_k=limited(top_k), retrieve_only=True)
+        with told_to_the_agent():
+            result = await rag.aquery(question, methods.resolve(method), top_k=limited(top_k), retrieve_only=True)
         return {"method": result.method, "context": context_summary(result)}
 
     @server.tool()

@@ -13,8 +13,9 @@ import json
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, UploadFile
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from starlette.datastructures import UploadFile
 
 from unirag.server.deps import server_state
 from unirag.server.errors import ApiError
