@@ -4,10 +4,11 @@ Indexes the HotpotQA sample of tests/data (a few hundred passages) into a fresh
 workspace with the default offline stack (MiniLM embeddings, SmolLM2 chat),
 starts ``unirag serve`` on it in a subprocess, then runs ``--clients`` clients in
 a loop for ``--seconds`` against ``POST /query`` with ``retrieve_only`` and, separately,
-``--gen-seconds`` with generation. Prints p50/p95 latency, requests/s and errors
+``--gen-seconds`` with generation (``--gen-clients``: the embedded SmolLM2 answers a few
+questions a minute on a small CPU, so 50 generating clients would only queue). Prints p50/p95 latency, requests/s and errors
 (target: 0 errors) per run.
 
-    python bench/server_load.py                       # 50 clients, 60 s retrieval, 20 s generation
+    python bench/server_load.py                       # 50 clients 60 s retrieval; 4 clients 20 s generation
     python bench/server_load.py --clients 10 --seconds 10 --gen-seconds 0
 """
 
@@ -115,6 +116,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60.0, help="retrieve_only run")
     parser.add_argument("--gen-seconds", type=float, default=20.0, help="run with generation (0: skip)")
+    parser.add_argument("--gen-clients", type=int, default=4,
+                        help="clients of the generation run (SmolLM2 on CPU answers a few per minute per core)")
     parser.add_argument("--workspace", type=Path, help="an indexed workspace to reuse (default: a fresh one)")
     args = parser.parse_args()
 
@@ -135,8 +138,8 @@ def main() -> None:
             print(asyncio.run(load(url, args.clients, args.seconds, True, asked)).line(
                 f"retrieve_only, {args.seconds:g} s"), flush=True)
             if args.gen_seconds > 0:
-                print(asyncio.run(load(url, args.clients, args.gen_seconds, False, asked)).line(
-                    f"with generation (SmolLM2), {args.gen_seconds:g} s"), flush=True)
+                print(asyncio.run(load(url, args.gen_clients, args.gen_seconds, False, asked)).line(
+                    f"with generation (SmolLM2), {args.gen_clients} clients, {args.gen_seconds:g} s"), flush=True)
         finally:
             server.terminate()
             server.wait(30)

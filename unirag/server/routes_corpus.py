@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -23,6 +24,9 @@ from unirag.server.jobs import JobProgress
 from unirag.server.state import ServerState
 from unirag.server.uploads import UPLOAD_SUFFIXES, check_upload, load_uploads, record_documents
 from unirag.text.types import Document
+
+if TYPE_CHECKING:
+    from unirag.api import UniRAG
 
 State = Annotated[ServerState, Depends(server_state)]
 
@@ -70,7 +74,8 @@ async def add_documents(request: Request, state: State) -> JSONResponse:
     else:
         raise ApiError(415, "send files as multipart/form-data or records as application/json",
                        code="unsupported_media_type")
-    job = state.jobs.submit("index", lambda progress: _index_job(state, docs, progress))
+    job = state.jobs.submit("index", lambda progress: _written(state, progress,
+                                                               lambda writer: writer.index(documents=docs)))
     return JSONResponse({"job": job.to_json(), "documents": len(docs), "warnings": warnings}, status_code=202)
 
 
@@ -84,20 +89,12 @@ async def _uploaded_documents(request: Request, state: State) -> tuple[list[Docu
     return await asyncio.to_thread(load_uploads, state.rag.root, uploads, state.rag.settings)
 
 
-def _index_job(state: ServerState, docs: list[Document], progress: JobProgress) -> dict[str, Any]:
+def _written(state: ServerState, progress: JobProgress, write: Callable[[UniRAG], Any]) -> dict[str, Any]:
+    """Run one write (``write(writer)``: an index or delete report) on a writer of its own."""
     writer = state.writer(progress)
     try:
         _wait_for_writers(state)
-        return writer.index(documents=docs).to_json()
-    finally:
-        writer.close()
-
-
-def _delete_job(state: ServerState, ids: list[str], progress: JobProgress) -> dict[str, Any]:
-    writer = state.writer(progress)
-    try:
-        _wait_for_writers(state)
-        return writer.delete(ids).to_json()
+        return write(writer).to_json()
     finally:
         writer.close()
 
@@ -116,7 +113,7 @@ async def delete_document(target: str, state: State) -> JSONResponse:
     ids = [doc.id for doc in docs if doc.id == target or target in doc.sources]
     if not ids:
         raise ApiError(404, f"no document '{target}' in this workspace (GET /documents lists them)", "not_found")
-    job = state.jobs.submit("delete", lambda progress: _delete_job(state, ids, progress))
+    job = state.jobs.submit("delete", lambda progress: _written(state, progress, lambda writer: writer.delete(ids)))
     return JSONResponse({"job": job.to_json(), "documents": ids}, status_code=202)
 
 
