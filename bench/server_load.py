@@ -8,7 +8,7 @@ a loop for ``--seconds`` against ``POST /query`` with ``retrieve_only`` and, sep
 questions a minute on a small CPU, so 50 generating clients would only queue). Prints p50/p95 latency, requests/s and errors
 (target: 0 errors) per run.
 
-    python bench/server_load.py                       # 50 clients 60 s retrieval; 4 clients 20 s generation
+    python bench/server_load.py                       # 50 clients 60 s retrieval; 4 clients 30 s generation
     python bench/server_load.py --clients 10 --seconds 10 --gen-seconds 0
 """
 
@@ -115,7 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60.0, help="retrieve_only run")
-    parser.add_argument("--gen-seconds", type=float, default=20.0, help="run with generation (0: skip)")
+    parser.add_argument("--gen-seconds", type=float, default=30.0, help="run with generation (0: skip)")
     parser.add_argument("--gen-clients", type=int, default=4,
                         help="clients of the generation run (SmolLM2 on CPU answers a few per minute per core)")
     parser.add_argument("--workspace", type=Path, help="an indexed workspace to reuse (default: a fresh one)")
