@@ -11,6 +11,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from fakes import N_DOCUMENTS, HashEmbedder, ScriptedChat, small_corpus
 
 from unirag import AnswerDelta, ContextItem, DocumentInfo, MethodInfo, QueryDone, QueryResult, UniRAG, Usage
 from unirag.errors import SourceError, WorkspaceError
+from unirag.llm.base import EmbeddingBatch
 
 QUESTION = "What is the capital of France?"
 
@@ -169,3 +171,50 @@ def test_import_unirag_loads_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"
+
+
+class GatedEmbedder(HashEmbedder):
+    """Blocks every embedding call after ``open_calls`` until ``gate`` is set: an index job that takes its time."""
+
+    def __init__(self, open_calls: int) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.open_calls = open_calls
+
+    def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        if self.calls >= self.open_calls:
+            self.entered.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().embed(texts, stage)
+
+
+def test_stale_while_writing_answers_during_another_writers_job(tmp_path: Path) -> None:
+    """A reader answers from the built artifacts while a writer on the same workspace indexes,
+    then switches to the new artifacts once the writer is done."""
+    root, okapi = tmp_path / "ws", "Where does the okapi live in the Congo?"
+    with make_rag(root) as setup:
+        setup.index(small_corpus(tmp_path))
+    embedder = GatedEmbedder(open_calls=0)
+    reader = UniRAG(root, chat_backend=ScriptedChat(), embedding_backend=HashEmbedder(), stale_while_writing=True,
+                    **{"retrieval.build_wait": 0})
+    writer = UniRAG(root, chat_backend=ScriptedChat(), embedding_backend=embedder)
+    try:
+        assert reader.query(QUESTION).answer == "paris"
+        record = {"title": "Okapi", "text": "The okapi lives in the Congo."}
+        job = threading.Thread(target=writer.index, kwargs={"documents": [record]})
+        job.start()
+        assert embedder.entered.wait(30)
+        assert writer.workspace.being_written() and reader.workspace.being_written()
+        during = reader.query(okapi)  # no wait (build_wait 0 would fail one), no Okapi yet
+        assert during.answer != "Okapi" and not during.refreshed
+        with make_rag(root, **{"retrieval.build_wait": 0}) as plain, pytest.raises(WorkspaceError, match="another"):
+            plain.query(okapi)  # without the option a query wants the stale artifacts refreshed first
+        embedder.gate.set()
+        job.join(30)
+        assert not reader.workspace.being_written()
+        assert reader.query(okapi).answer == "Okapi"
+    finally:
+        embedder.gate.set()
+        writer.close()
+        reader.close()

@@ -25,7 +25,11 @@ SmolLM2 is native and blocking: its calls run in a worker thread too).
 Indexing and deleting run in a worker thread.
 
 Writes are serialised per object: one ``index``, ``delete`` or artifact refresh
-at a time; queries run concurrently.
+at a time; queries run concurrently. A query refreshes what is stale before it
+answers, waiting for another writer (a process, or another object on the same
+workspace) if need be; with ``stale_while_writing=True`` (the server's reader)
+it answers from the artifacts as they are while another writer updates them, and
+switches to the new ones on its first query after the writer is done.
 """
 
 from __future__ import annotations
@@ -184,7 +188,9 @@ class UniRAG:
     (``chat={"base_url": ..., "model": ...}``, ``retrieval__top_k=8``,
     ``**{"graph.extractor": "nlp"}``). ``chat_backend`` / ``embedding_backend``
     replace the model backends the settings name (test doubles, a custom client);
-    they still get the cache, retry and concurrency layers.
+    they still get the cache, retry and concurrency layers. ``stale_while_writing``: while
+    another writer holds the workspace (an index job), answer from the artifacts already
+    built instead of waiting for it (an artifact never built is still waited for).
     """
 
     def __init__(
@@ -195,6 +201,7 @@ class UniRAG:
         create: bool = True,
         chat_backend: ChatModel | None = None,
         embedding_backend: EmbeddingModel | None = None,
+        stale_while_writing: bool = False,
         **overrides: Any,
     ) -> None:
         from unirag.workspace import Workspace
@@ -207,6 +214,7 @@ class UniRAG:
             opened.close()
             raise
         self._setup(opened, resolved, None, chat_backend, embedding_backend, None)
+        self.stale_while_writing = stale_while_writing
 
     @classmethod
     def attach(cls, workspace: Workspace, settings: Settings, stack: ModelStack,
@@ -230,10 +238,14 @@ class UniRAG:
         self.note: Callable[[str], None] | None = None
         self._stack = stack
         self._backends = (chat_backend, embedding_backend)
+        self.stale_while_writing = False
         self._runner: MethodRunner | None = None
+        self._runner_manifest: dict[str, Any] | None = None  # the manifest the runner's indices were loaded at
         self._async: tuple[asyncio.AbstractEventLoop, AsyncChatStack] | None = None
-        # One writer at a time (index, delete, a query's artifact refresh) and the lazily built members.
+        # One writer at a time (index, delete, a query's artifact refresh); the lazily built members have
+        # their own lock, so a query never waits for a write to reach them.
         self._lock = threading.RLock()
+        self._members = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -244,7 +256,7 @@ class UniRAG:
     @property
     def stack(self) -> ModelStack:
         """The layered model clients, built on first use (the embedded models load on their first call)."""
-        with self._lock:
+        with self._members:
             if self._stack is None:
                 from unirag.llm.factory import build_stack
 
@@ -395,20 +407,34 @@ class UniRAG:
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
         refresh = UsageLedger()
         with self._lock:
-            refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
-                                      build=build, ledger=refresh, note=self.note)
-            if refreshed:
-                self._runner = None
+            if self._answer_as_is(spec.requires()):
+                refreshed: dict[str, str] = {}
+            else:
+                refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
+                                          build=build, ledger=refresh, note=self.note)
+                manifest = self.workspace.manifest()
+                if refreshed or manifest != self._runner_manifest:  # another writer may have rebuilt them
+                    self._runner, self._runner_manifest = None, manifest
             runner = self._runner_for(top_k)
         state = runner.retrieve(spec, question)
         return _QueryRun(spec, runner, state, refreshed, refresh, generated)
+
+    def _answer_as_is(self, names: list[str]) -> bool:
+        """With ``stale_while_writing``: another writer is at work and every artifact the
+        query needs was built once, so it answers from them as they are (the loaded ones
+        stay loaded until the writer is done) instead of waiting for the writer."""
+        from unirag.index.artifacts import outdated
+
+        if not self.stale_while_writing or not self.workspace.being_written():
+            return False
+        return all(why != "missing" for why in outdated(self.workspace, names).values())
 
     def _runner_for(self, top_k: int | None) -> MethodRunner:
         """The shared runner (its indices load once), or one with another ``top_k`` sharing them."""
         from unirag.config import override_settings
         from unirag.methods.runner import MethodRunner
 
-        with self._lock:
+        with self._members:
             if self._runner is None:
                 self._runner = MethodRunner(self.workspace, self.settings, self.stack, self.progress)
             if top_k is None or top_k == self.settings.retrieval.top_k:
@@ -476,7 +502,7 @@ class UniRAG:
         from unirag.llm.factory import build_async_chat
 
         loop = asyncio.get_running_loop()
-        with self._lock:
+        with self._members:
             if self._async is None or self._async[0] is not loop:
                 backend = self.stack.backend
                 if backend is None:  # a stack assembled by hand: its layered chat, in worker threads

@@ -1,4 +1,4 @@
-"""Command-line interface (typer): init, index, query, methods, stats, eval, questions, export.
+"""Command-line interface (typer): init, index, query, methods, stats, eval, questions, export, serve, mcp.
 
 Heavy modules are imported inside commands so ``unirag --help`` stays instant.
 Every :class:`UniragError` becomes one line on stderr and a non-zero exit.
@@ -694,6 +694,57 @@ def export(
     finally:
         ws.close()
     print(f"wrote {path}")
+
+
+def _need_server_extra(module: str, command: str) -> None:
+    """One line, not a traceback, when the optional server packages are absent."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise UniragError(f"'unirag {command}' needs the server extra: pip install 'unirag[server]'")
+
+
+@app.command()
+@_handle_errors
+def serve(
+    workspace: WorkspaceOpt,
+    host: Annotated[str, typer.Option("--host", help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port")] = 8080,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="UNIRAG_SERVER_API_KEY", show_default=False,
+                                 help="require 'Authorization: Bearer KEY' on every route but /health")
+    ] = None,
+    no_build: Annotated[
+        bool, typer.Option("--no-build", help="queries never build a missing artifact (409 instead)")
+    ] = False,
+    max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", help="largest POST /documents body")] = 20,
+) -> None:
+    """Serve the workspace over HTTP: query, stream, documents, graphs, and an OpenAI-compatible API.
+
+    OpenAPI docs at /docs. Binds 127.0.0.1 unless told otherwise; the key is never printed."""
+    _need_server_extra("fastapi", "serve")
+    from unirag.server.app import create_app
+    from unirag.server.run import serve as run_server
+    from unirag.server.settings import ServerSettings
+
+    settings = ServerSettings(host=host, port=port, api_key=api_key or None, build=not no_build,
+                              max_upload_bytes=max_upload_mb * 1024 * 1024)
+    served = create_app(workspace, settings)
+    guarded = "an API key is required" if settings.api_key else "no API key"
+    _err(f"serving {workspace} on http://{host}:{port} ({guarded}; docs at /docs)")
+    run_server(served, settings)
+
+
+@app.command()
+@_handle_errors
+def mcp(workspace: WorkspaceOpt) -> None:
+    """Serve the workspace as MCP tools (query, retrieve, list_methods) on stdin/stdout."""
+    _need_server_extra("mcp", "mcp")
+    from unirag.api import UniRAG
+    from unirag.server.mcp_tools import serve_stdio
+
+    with UniRAG(workspace, create=False, stale_while_writing=True) as rag:
+        serve_stdio(rag)
 
 
 def main() -> None:

@@ -300,6 +300,23 @@ class Workspace:
             self._cache.close()
             self._cache = None
 
+    def being_written(self) -> bool:
+        """Whether a writer (another process, or another ``Workspace`` object of this one)
+        holds the write lock now: a probe that takes the lock and gives it back at once.
+        A server answers queries from the artifacts as they are while a writer updates them."""
+        import fcntl
+
+        lock = self.root / ".lock"
+        if not lock.exists():
+            return False
+        with open(lock, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return False
+
     @contextmanager
     def writing(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
         """Hold the workspace's write lock (one writer at a time).

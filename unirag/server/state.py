@@ -1,0 +1,72 @@
+"""What one server process holds: the workspace's reader, the job queue, loaded graph views.
+
+The reader is one :class:`~unirag.api.UniRAG` shared by every request: its model
+clients and indices load once and are read concurrently. Writes (index, delete)
+run as jobs on their own ``UniRAG`` over the same workspace (its own SQLite
+connection, the reader's model stack), so a query never waits for one: the reader
+has ``stale_while_writing`` and answers from the artifacts as they are until the
+job is done, then loads the new ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from unirag.server.catalog import MethodCatalog
+from unirag.server.errors import ApiError
+from unirag.server.jobs import JobProgress, JobQueue
+from unirag.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from unirag.api import UniRAG
+    from unirag.methods.spec import MethodSpec
+    from unirag.server.graph_pages import GraphIndex
+
+#: Graph types the graph routes serve.
+PAGED_GRAPHS = ("kg", "tkg", "rkg", "pg", "hybrid", "tree")
+
+
+@dataclass
+class ServerState:
+    rag: UniRAG
+    settings: ServerSettings
+    owns_rag: bool = False  # opened by create_app from a path: closed at shutdown
+    jobs: JobQueue = field(default_factory=JobQueue)
+    methods: MethodCatalog = field(default_factory=MethodCatalog)
+    _graphs: dict[str, tuple[object, GraphIndex]] = field(default_factory=dict)
+    _graph_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def method(self, name: str | None) -> MethodSpec:
+        """A shipped method by name or alias (default: the workspace's); never a spec file."""
+        return self.methods.resolve(name or self.rag.settings.method)
+
+    def writer(self, progress: JobProgress) -> UniRAG:
+        """A UniRAG for one job: its own connection to the workspace, the reader's models."""
+        from unirag.api import UniRAG
+        from unirag.workspace import Workspace
+
+        return UniRAG.attach(Workspace.open(self.rag.root), self.rag.settings, self.rag.stack, progress)
+
+    def graph(self, kind: str) -> GraphIndex:
+        """The ``kind`` view with its paging index, loaded once per build of its artifact."""
+        from unirag.graph.export import load_view
+        from unirag.server.graph_pages import GraphIndex
+
+        if kind not in PAGED_GRAPHS:
+            raise ApiError(404, f"unknown graph type '{kind}' (known: {', '.join(PAGED_GRAPHS)})", "not_found")
+        workspace = self.rag.workspace
+        needed = {"pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid", "tree": "tree"}.get(kind, "graph")
+        version = (workspace.manifest_entry(needed), workspace.corpus_version())
+        with self._graph_lock:
+            cached = self._graphs.get(kind)
+            if cached is None or cached[0] != version:
+                cached = (version, GraphIndex.of(load_view(workspace, kind)))
+                self._graphs[kind] = cached
+            return cached[1]
+
+    def close(self) -> None:
+        self.jobs.shutdown()
+        if self.owns_rag:
+            self.rag.close()
