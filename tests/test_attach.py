@@ -96,3 +96,19 @@ def test_a_carrier_follows_renamed_children_up_the_levels() -> None:
     carrier.built(2, ["L2-x'"])
     assert carrier.grouping(3, ["L2-x'"], _unit([1, 0, 0]), policy) is None
     assert carrier.stats["attached"] == 3 and carrier.stats["new_groups"] == 1
+
+
+def test_a_parent_of_a_changed_child_is_not_unchanged() -> None:
+    from unirag.graph.attach import PreviousNode
+
+    previous = {
+        1: [PreviousNode("L1-a", ("a1", "a2", "a3")), PreviousNode("L1-b", ("b1", "b2"))],
+        2: [PreviousNode("L2-x", ("L1-a", "L1-b"))],
+    }
+    carrier = LevelCarrier(previous, KNOWN)
+    first = carrier.grouping(1, IDS[:6], VECTORS[:6], AttachPolicy())  # n1 joins the a-group
+    assert first is not None and first.unchanged == [False, True]
+    assert carrier.kept(1) == [None, None]  # no records were given; the b-group would keep its own
+    carrier.built(1, ["L1-a'", "L1-b"])  # the a-group's members changed, so did its id
+    second = carrier.grouping(2, ["L1-a'", "L1-b"], _unit([1, 0, 0], [0, 1, 0]), AttachPolicy())
+    assert second is not None and second.unchanged == [False]  # its summary quotes the changed child

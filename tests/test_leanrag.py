@@ -296,3 +296,24 @@ def test_invalid_config_fails_early() -> None:
     with pytest.raises(ValueError):
         bad = LeanragConfig(reducer="tsne")  # type: ignore[arg-type]
         build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), bad)
+
+
+def test_an_attached_update_keeps_what_did_not_change() -> None:
+    """A new entity in group 2 changes that cluster (and the root) but not group 0-1's relations:
+    the 0-1 link keeps its description, clusters 0 and 1 keep their aggregated entities."""
+    from unirag.graph.attach import LevelCarrier, PreviousNode
+
+    first = build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
+    previous: dict[int, list[PreviousNode]] = {}
+    for community in first.communities:
+        previous.setdefault(community.level, []).append(
+            PreviousNode(community.id, tuple(community.children), community.summary, community))
+    grown = make_graph([10, 10, 11], INSIDE + G01 + G02 + G12 + [(30, 29)])
+    model = chat()
+    carrier = LevelCarrier(previous, {f"e{i}" for i in range(30)})
+    second = build_leanrag_hierarchy(grown, BuildModels(model, HashEmbedder()), CONFIG, carrier, first.links)
+    assert second.stats["kept_summaries"] == 2 and second.stats["kept_relations"] == 1
+    assert [r.stage for r in model.requests].count(RELATION_STAGE) == 0
+    assert {c.id for c in level(first, 1)} & {c.id for c in level(second, 1)}  # two clusters kept their ids
+    strong = [link for link in second.links if link.weight == 5.0]
+    assert strong[0].description == "The two groups are closely related." and strong[0].digest

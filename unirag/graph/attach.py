@@ -221,6 +221,7 @@ def carry_groups(
     policy: AttachPolicy,
     group_new: GroupNew | None = None,
     group_vectors: np.ndarray | None = None,
+    changed: set[str] | frozenset[str] = frozenset(),
 ) -> Grouping:
     """One level's grouping after a corpus change.
 
@@ -229,7 +230,9 @@ def carry_groups(
     last build already placed or left out on purpose (a member it left
     without a community stays so). Members gone from the layer are dropped
     from their groups; members that are neither grouped nor known are
-    attached by ``policy`` or grouped by ``group_new``.
+    attached by ``policy`` or grouped by ``group_new``. ``changed`` names
+    members that are themselves records whose members changed: a group
+    holding one is not unchanged (its summary quotes theirs: Eq. 30).
     """
     n = len(layer_ids)
     row = {node: i for i, node in enumerate(layer_ids)}
@@ -243,7 +246,7 @@ def carry_groups(
         if rows:
             groups.append(np.array(sorted(set(rows)), dtype=np.int64))
             origin.append(index)
-            whole.append(len(rows) == len(children))
+            whole.append(len(rows) == len(children) and not any(c in changed for c in children))
     grouped = np.zeros(n, dtype=bool)
     for g in groups:
         grouped[g] = True
@@ -329,7 +332,9 @@ class LevelCarrier:
             self._last = None
             return None
         previous = [[self.renamed.get(child, child) for child in node.children] for node in old]
-        result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, policy, group_new, group_vectors)
+        changed = {new for before, new in self.renamed.items() if new != before}
+        result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, policy, group_new, group_vectors,
+                              changed)
         for key, value in result.stats.items():
             self.stats[key] = self.stats.get(key, 0) + value
         self._last = (level, result)

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS communities (
     chunks TEXT, parent TEXT, rating REAL, payload TEXT, PRIMARY KEY (hierarchy, id)
 );
 CREATE TABLE IF NOT EXISTS community_links (
-    hierarchy TEXT, level INTEGER, source TEXT, target TEXT, weight REAL, description TEXT
+    hierarchy TEXT, level INTEGER, source TEXT, target TEXT, weight REAL, description TEXT, digest TEXT DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS community_links_by_hierarchy ON community_links (hierarchy, level);
 """
@@ -33,6 +33,10 @@ class CommunityStore:
     def __init__(self, workspace: Workspace) -> None:
         self.db = workspace.db
         self.db.executescript(_SCHEMA)
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(community_links)")}
+        if "digest" not in columns:  # workspaces from before link digests
+            with self.db:
+                self.db.execute("ALTER TABLE community_links ADD COLUMN digest TEXT DEFAULT ''")
 
     def save(self, result: HierarchyResult) -> None:
         name = result.hierarchy
@@ -46,8 +50,9 @@ class CommunityStore:
                  for c in result.communities],
             )
             self.db.executemany(
-                "INSERT INTO community_links VALUES (?, ?, ?, ?, ?, ?)",
-                [(name, link.level, link.source, link.target, link.weight, link.description)
+                "INSERT INTO community_links (hierarchy, level, source, target, weight, description, digest) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(name, link.level, link.source, link.target, link.weight, link.description, link.digest)
                  for link in result.links],
             )
 
@@ -72,7 +77,8 @@ class CommunityStore:
 
     def load_links(self, hierarchy: str) -> list[CommunityLink]:
         rows = self.db.execute(
-            "SELECT level, source, target, weight, description FROM community_links WHERE hierarchy = ?",
+            "SELECT level, source, target, weight, description, COALESCE(digest, '') FROM community_links "
+            "WHERE hierarchy = ?",
             (hierarchy,),
         )
         return [CommunityLink(hierarchy, *row) for row in rows]

@@ -134,7 +134,9 @@ class Community:
 @dataclass
 class CommunityLink:
     """An edge between two communities of one level (ArchRAG's graph of
-    communities; LeanRAG's aggregated inter-cluster relations)."""
+    communities; LeanRAG's aggregated inter-cluster relations). ``digest``
+    identifies the relations it aggregates (LeanRAG), so an incremental update
+    keeps the description of a link whose relations did not change."""
 
     hierarchy: str
     level: int
@@ -142,6 +144,7 @@ class CommunityLink:
     target: str
     weight: float = 1.0
     description: str = ""
+    digest: str = ""
 
 
 @dataclass

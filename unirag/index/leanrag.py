@@ -73,6 +73,7 @@ cheaper.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import warnings
@@ -373,8 +374,8 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
     embed_stage = EMBED_STAGE
     summed = ("empty_components", "relation_calls", "relation_cache_hits", "relation_fallbacks",
               "concatenated_relations", "kept_relations")
-    # An incremental update: the last build's links, per level, by endpoint ids -> (weight, description).
-    previous_links: dict[int, dict[tuple[str, str], tuple[float, str]]] = {}
+    # An incremental update: the last build's link descriptions, per level, by digest.
+    previous_links: dict[int, dict[str, str]] = {}
 
     def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
@@ -453,12 +454,12 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         names = [c.title for c in records]
         descriptions = [c.summary for c in records]
         previous = self.previous_links.get(level, {}) if self.carrier is not None else {}
-        strength, link_texts = _aggregate_relations(layer, clustering, names, descriptions, level, self.config,
-                                                    self.models, [c.id for c in records], previous)
+        strength, link_texts, digests = _aggregate_relations(layer, clustering, names, descriptions, level,
+                                                             self.config, self.models, previous)
         links = [
             CommunityLink(hierarchy=HIERARCHY, level=level, source=records[a].id, target=records[b].id,
-                          weight=float(count), description=text)
-            for (a, b, _), count, text in zip(clustering.between, strength, link_texts)
+                          weight=float(count), description=text, digest=digest)
+            for (a, b, _), count, text, digest in zip(clustering.between, strength, link_texts, digests)
         ]
         edges = np.array([(a, b) for a, b, _ in clustering.between], dtype=np.int64).reshape(-1, 2)
         return Layer(ids=[c.id for c in records], texts=descriptions, vectors=upper, names=names,
@@ -467,16 +468,16 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
 
 def _aggregate_relations(
     layer: Layer, clustering: _LeanragClustering, names: list[str], descriptions: list[str], level: int,
-    config: LeanragConfig, models: BuildModels, ids: Sequence[str] = (),
-    previous: Mapping[tuple[str, str], tuple[float, str]] | None = None,
-) -> tuple[np.ndarray, list[str]]:
-    """Connectivity strength and description of each cluster pair joined by relations (Eq. 5).
+    config: LeanragConfig, models: BuildModels, previous: Mapping[str, str] | None = None,
+) -> tuple[np.ndarray, list[str], list[str]]:
+    """Connectivity strength, description and digest of each cluster pair joined by relations (Eq. 5).
 
     Above ``tau`` relations the LLM summarises them; otherwise (and when its
-    reply is empty) the description is their concatenation. ``previous``
-    (an incremental update: the last build's links by endpoint ids) keeps
-    the description of a pair whose two clusters kept their members (their
-    ids are unchanged) and whose strength is the same, without a call.
+    reply is empty) the description is their concatenation. A pair's digest
+    names the relations it aggregates (their endpoints' ids); ``previous``
+    (an incremental update: the last build's descriptions by digest) keeps
+    the description of a pair whose relations did not change, without a
+    call, as communities whose members did not change keep their summaries.
     """
     tokenizer, between, stats = models.tokenizer, clustering.between, clustering.stats
     counts = relation_counts(layer.edges, clustering.labels, len(names))
@@ -489,11 +490,12 @@ def _aggregate_relations(
     summarised: list[int] = []
     requests: list[ChatRequest] = []
     kept = 0
+    digests = [_relations_digest(layer, idx) for _, _, idx in between]
     for position, (a, b, idx) in enumerate(between):
         lines = _relation_lines(layer, idx)
-        before = previous.get((ids[a], ids[b])) if previous else None
-        if before is not None and before[0] == float(strength[position]) and strength[position] > tau:
-            texts.append(before[1])
+        before = previous.get(digests[position]) if previous else None
+        if before is not None and strength[position] > tau:
+            texts.append(before)
             kept += 1
             continue
         if strength[position] > tau:
@@ -517,7 +519,13 @@ def _aggregate_relations(
             texts[position] = text
         else:
             stats["relation_fallbacks"] += 1
-    return strength, texts
+    return strength, texts, digests
+
+
+def _relations_digest(layer: Layer, edge_indices: np.ndarray) -> str:
+    """Which relations a link aggregates: the sorted endpoint id pairs of those edges."""
+    pairs = sorted("\x00".join(sorted((layer.ids[int(u)], layer.ids[int(v)]))) for u, v in layer.edges[edge_indices])
+    return hashlib.sha256("\x01".join(pairs).encode("utf-8")).hexdigest()[:24]
 
 
 # -- the hierarchy -----------------------------------------------------------------
@@ -541,8 +549,8 @@ def _leanrag(config: LeanragConfig, models: BuildModels, carrier: LevelCarrier |
     algorithm = _Leanrag(config, models, carrier)
     algorithm.previous_links = {}
     for link in links:
-        algorithm.previous_links.setdefault(link.level, {})[(link.source, link.target)] = (link.weight,
-                                                                                           link.description)
+        if link.digest:
+            algorithm.previous_links.setdefault(link.level, {})[link.digest] = link.description
     return algorithm
 
 
