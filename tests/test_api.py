@@ -208,6 +208,7 @@ def test_stale_while_writing_answers_during_another_writers_job(tmp_path: Path) 
         assert writer.workspace.being_written() and reader.workspace.being_written()
         during = reader.query(okapi)  # no wait (build_wait 0 would fail one), no Okapi yet
         assert during.answer != "Okapi" and not during.refreshed
+        assert any("older corpus" in warning and "chunk_vectors" in warning for warning in during.warnings)
         with make_rag(root, **{"retrieval.build_wait": 0}) as plain, pytest.raises(WorkspaceError, match="another"):
             plain.query(okapi)  # without the option a query wants the stale artifacts refreshed first
         embedder.gate.set()

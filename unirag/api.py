@@ -406,9 +406,12 @@ class UniRAG:
         check_question(question, self.settings)  # before any build a refused question would pay for
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
         refresh = UsageLedger()
+        behind: dict[str, str] = {}
         with self._lock:
-            if self._answer_as_is(spec.requires()):
+            as_is = self._answer_as_is(spec.requires())
+            if as_is is not None:
                 refreshed: dict[str, str] = {}
+                behind = as_is
             else:
                 refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
                                           build=build, ledger=refresh, note=self.note)
@@ -417,17 +420,23 @@ class UniRAG:
                     self._runner, self._runner_manifest = None, manifest
             runner = self._runner_for(top_k)
         state = runner.retrieve(spec, question)
+        if behind:  # never answer from an older corpus without saying so
+            state.warnings.append(
+                "answered while an indexing job updates the workspace, from artifacts built on an older corpus: "
+                + ", ".join(f"{name} ({why})" for name, why in sorted(behind.items())))
         return _QueryRun(spec, runner, state, refreshed, refresh, generated)
 
-    def _answer_as_is(self, names: list[str]) -> bool:
+    def _answer_as_is(self, names: list[str]) -> dict[str, str] | None:
         """With ``stale_while_writing``: another writer is at work and every artifact the
         query needs was built once, so it answers from them as they are (the loaded ones
-        stay loaded until the writer is done) instead of waiting for the writer."""
+        stay loaded until the writer is done) instead of waiting for the writer. Returns
+        the artifacts that are behind the corpus (the answer says so), or None to wait."""
         from unirag.index.artifacts import outdated
 
         if not self.stale_while_writing or not self.workspace.being_written():
-            return False
-        return all(why != "missing" for why in outdated(self.workspace, names).values())
+            return None
+        behind = outdated(self.workspace, names)
+        return None if any(why == "missing" for why in behind.values()) else behind
 
     def _runner_for(self, top_k: int | None) -> MethodRunner:
         """The shared runner (its indices load once), or one with another ``top_k`` sharing them."""
