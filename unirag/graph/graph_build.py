@@ -119,7 +119,7 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
     link_inputs = config_hash({"graph": workspace.manifest_entry("graph")["inputs"], "minimum": minimum})
     if workspace.is_current(f"chunk_links:{kind}", link_inputs):
         return False
-    links = shared_entity_links(store.load_graph(), workspace.chunk_ids(), minimum)
+    links = shared_entity_links(store.shared_graph(), workspace.chunk_ids(), minimum)
     store.save_chunk_links(kind, links)
     workspace.set_manifest_entry(
         f"chunk_links:{kind}", {"config": {"min_shared_entities": minimum}, "inputs": link_inputs, "count": len(links)}

@@ -51,6 +51,7 @@ class GraphStore:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
         self.db = workspace.db
+        self._graph: MergedGraph | None = None  # what shared_graph() read; save_graph/clear_derived drop it
         self.db.executescript(_SCHEMA)
         self._migrate_tree_nodes()
         self.db.execute(_TREE_TABLE)
@@ -96,6 +97,7 @@ class GraphStore:
 
     def clear_derived(self) -> None:
         """Empty the merged graph, chunk links and trees (an emptied corpus has none)."""
+        self._graph = None
         with self.db:
             for table in ("entities", "relationships", "claims", "chunk_links", "tree_nodes"):
                 self.db.execute(f"DELETE FROM {table}")
@@ -120,6 +122,7 @@ class GraphStore:
 
     # -- merged graph ------------------------------------------------------
     def save_graph(self, graph: MergedGraph) -> None:
+        self._graph = None
         with self.db:
             for table in ("entities", "relationships", "claims"):
                 self.db.execute(f"DELETE FROM {table}")
@@ -138,6 +141,14 @@ class GraphStore:
                 [(c.id, c.subject, c.object, c.type, c.status, c.date, c.description, json.dumps(c.chunk_ids))
                  for c in graph.claims.values()],
             )
+
+    def shared_graph(self) -> MergedGraph:
+        """The merged graph read once for a whole build: a build reads it for every vector index
+        and hierarchy (nine times for ``--index all``), which cost seconds per read on a big graph.
+        Only for a caller that holds the write lock (no other writer) and does not modify it."""
+        if self._graph is None:
+            self._graph = self.load_graph()
+        return self._graph
 
     def load_graph(self) -> MergedGraph:
         graph = MergedGraph()

@@ -158,7 +158,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
         make = {"entity_vectors": entity_graph.entity_full_texts,
                 "entity_name_vectors": entity_graph.entity_name_texts,
                 "relation_vectors": entity_graph.relationship_texts}[kind]
-        ids, texts = make(ctx.store.load_graph())
+        ids, texts = make(ctx.store.shared_graph())
         return build_text_vectors(
             ctx.workspace, ctx.models.embedder, kind, kind, ids, texts, ctx.settings.embedding.batch_size,
             ctx.progress, f"index.{kind}", labels[kind], fingerprint=fingerprint,
@@ -226,7 +226,7 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     from unirag.index.entity_graph import to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
 
-    merged = ctx.store.load_graph()
+    merged = ctx.store.shared_graph()
     vectors = None
     if with_vectors:
         ids, stored = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
