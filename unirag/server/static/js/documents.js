@@ -7,7 +7,8 @@ import { $, el, number, replace } from "./dom.js";
 const POLL_MS = 400;
 
 async function list() {
-  const docs = await getJSON("/documents");
+  const docs = (await getJSON("/documents"))
+    .sort((a, b) => (a.title || a.id).localeCompare(b.title || b.id, undefined, { sensitivity: "base" }));
   replace($("doc-count"), `${docs.length}`);
   replace($("doc-table").tBodies[0], docs.map((doc) => el("tr", { "data-doc": doc.id },
     el("td", {}, doc.title || "(untitled)"), el("td", { className: "mono" }, doc.id),
@@ -67,8 +68,9 @@ async function follow(start, what) {
 
 function summary(report) {
   if (!report) return "";
-  const parts = [["documents_added", "added"], ["documents_removed", "removed"], ["chunks_added", "passages added"]]
-    .filter(([key]) => report[key] !== undefined).map(([key, name]) => `${number(report[key])} ${name}`);
+  const parts = [["documents_added", "documents added"], ["documents_removed", "documents removed"],
+    ["chunks_added", "passages added"]]
+    .filter(([key]) => report[key]).map(([key, name]) => `${name}: ${number(report[key])}`);
   return parts.length ? ` (${parts.join(", ")})` : "";
 }
 

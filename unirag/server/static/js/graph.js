@@ -12,7 +12,8 @@ const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948
   "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"];
 const NO_COMMUNITY = "#9aa5b1";
 
-const view = { cy: null, query: null, next: null, colours: new Map(), hierarchiesLoaded: false };
+// `asked` counts requests: an answer to an older one than the last (a quick second click) is dropped.
+const view = { cy: null, query: null, next: null, colours: new Map(), hierarchiesLoaded: false, asked: 0 };
 
 function renderer() {
   if (view.cy) return view.cy;
@@ -69,9 +70,11 @@ function status(page, cy) {
 async function load(append) {
   const cy = renderer();
   const query = { ...view.query, offset: append ? view.next : 0 };
+  const ticket = ++view.asked;
   const page = await getJSON(`/graph/${segment(query.type)}`, {
     entity: query.entity, hops: query.hops, limit: PAGE, offset: query.offset,
     hierarchy: query.hierarchy, level: query.level });
+  if (ticket !== view.asked) return;
   if (!append) {
     cy.elements().remove();
     view.colours.clear();
