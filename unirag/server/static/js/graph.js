@@ -22,13 +22,15 @@ function renderer() {
     minZoom: 0.2, maxZoom: 1.6,
     style: [
       { selector: "node", style: {
-        "background-color": "data(colour)", label: "data(label)", "font-size": 11, color: "#1f2933",
+        "background-color": "data(colour)", label: "data(label)", "font-size": 13, color: "#1f2933",
+        "min-zoomed-font-size": 6, "text-outline-color": "#ffffff", "text-outline-width": 2,
         "text-valign": "bottom", "text-margin-y": 3, width: "data(size)", height: "data(size)",
         "text-wrap": "ellipsis", "text-max-width": 120, "border-width": 1, "border-color": "#ffffff" } },
       { selector: "node[?centre]", style: { "border-width": 3, "border-color": "#1f2933" } },
       { selector: "node:selected", style: { "border-width": 3, "border-color": "#d64545" } },
       { selector: "edge", style: {
-        width: 1.5, "line-color": "#c3cad3", "curve-style": "bezier", label: "data(label)", "font-size": 9,
+        width: 1.5, "line-color": "#c3cad3", "curve-style": "bezier", label: "data(label)", "font-size": 10,
+        "min-zoomed-font-size": 8,
         color: "#52606d", "text-rotation": "autorotate", "text-background-color": "#ffffff",
         "text-background-opacity": 0.8, "text-background-padding": 1 } },
       { selector: "edge:selected", style: { "line-color": "#d64545", width: 3 } },
