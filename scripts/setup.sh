@@ -8,13 +8,19 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# WordNet (Debian wordnet-base) gives METEOR its synonym stage; best effort, never fatal:
-# without it METEOR matches exact words and stems only, and says so in its results.
-if [ ! -d /usr/share/wordnet ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get install -y -q --no-install-recommends wordnet-base >/dev/null 2>&1 \
-    || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends wordnet-base >/dev/null 2>&1)) \
-    || echo "note: wordnet-base not installed; METEOR runs without synonyms" >&2
-fi
+# Debian packages, best effort and never fatal (root only; 'apt-get update' only when needed).
+apt_best_effort() {  # apt_best_effort PACKAGE NOTE-IF-MISSING
+  command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ] || { echo "note: $2" >&2; return 0; }
+  (apt-get install -y -q --no-install-recommends "$1" >/dev/null 2>&1 \
+    || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends "$1" >/dev/null 2>&1)) \
+    || echo "note: $2" >&2
+}
+# WordNet (Debian wordnet-base) gives METEOR its synonym stage: without it METEOR
+# matches exact words and stems only, and says so in its results.
+[ -d /usr/share/wordnet ] || apt_best_effort wordnet-base "wordnet-base not installed; METEOR runs without synonyms"
+# Chromium drives the web page's browser tests (tests/test_web.py, Playwright on the system
+# browser: no browser download); without it those tests are skipped and say why.
+command -v chromium >/dev/null 2>&1 || apt_best_effort chromium "chromium not installed; the browser tests are skipped"
 stamp=.venv/.unirag-installed
 want=$(cat pyproject.toml requirements-models.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

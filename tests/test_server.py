@@ -153,6 +153,57 @@ def test_communities_are_paged_with_levels(client: httpx.Client) -> None:
     assert_error(client.get("/communities/..%2F..%2Fetc"), 404)
 
 
+def test_methods_come_grouped_in_the_readme_order(client: httpx.Client) -> None:
+    from unirag.methods.spec import builtin_methods
+    from unirag.server.method_groups import METHOD_GROUPS
+
+    listed = client.get("/methods").json()
+    grouped = [name for _, names in METHOD_GROUPS for name in names]
+    assert sorted(grouped) == sorted(builtin_methods()) and len(set(grouped)) == len(grouped)  # each once
+    assert [m["name"] for m in listed] == grouped and listed[0]["group"] == "No retrieval"
+
+
+def test_graph_search_and_communities_of_shown_nodes(client: httpx.Client) -> None:
+    found = client.get("/graph/kg/search", params={"q": "par"}).json()["nodes"]
+    assert found[0]["label"] == "Paris" and found[0]["degree"] >= 1
+    assert client.get("/graph/kg/search", params={"q": "zzz"}).json()["nodes"] == []
+    assert_error(client.get("/graph/kg/search"), 422, "q")
+    around = client.get("/graph/kg", params={"entity": "Paris", "hierarchy": "graphrag"}).json()
+    assert around["level"] in around["levels"] and {node["community"] for node in around["nodes"]} != {None}
+    community_id = next(node["community"] for node in around["nodes"] if node["id"] == "paris")
+    one = client.get(f"/communities/graphrag/{community_id}").json()
+    assert "paris" in one["entity_ids"] and one["summary"] and one["level"] == around["level"]
+    assert_error(client.get("/graph/kg", params={"entity": "Paris", "hierarchy": "archrag"}), 404, "graphrag")
+    assert_error(client.get("/communities/graphrag/nope"), 404, "no community 'nope'")
+
+
+def test_later_graph_pages_bring_their_edges_to_earlier_nodes(client: httpx.Client) -> None:
+    whole = client.get("/graph/kg", params={"limit": 1000}).json()
+    pages, offset = [], 0
+    while offset is not None:
+        page = client.get("/graph/kg", params={"limit": 3, "offset": offset}).json()
+        pages.append(page)
+        offset = page["next_offset"]
+    edges = [(e["source"], e["target"]) for page in pages for e in page["edges"]]
+    assert sorted(edges) == sorted((e["source"], e["target"]) for e in whole["edges"])  # each once, none lost
+
+
+def test_the_web_page_is_served_without_a_key(tmp_path: Path) -> None:
+    with scripted_rag(tmp_path / "ws") as rag:
+        rag.index(small_corpus(tmp_path))
+        with running_server(rag, ServerSettings(api_key="k")) as url, httpx.Client(base_url=url) as bare:
+            page = bare.get("/")
+            assert page.status_code == 200 and '<script type="module" src="/static/js/app.js">' in page.text
+            assert "script-src 'self'" in page.headers["content-security-policy"]
+            script = bare.get("/static/js/app.js")
+            assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+            assert bare.get("/static/vendor/cytoscape.esm.min.js").status_code == 200
+            assert bare.get("/static/vendor/cytoscape.LICENSE.txt").status_code == 200
+            assert bare.get("/static/..%2Fpage.py").status_code == 404  # a file beside static/: never served
+            assert_error(bare.get("/static/nope.js"), 404)
+            assert_error(bare.get("/methods"), 401)  # the data still wants the key
+
+
 # -- corpus -----------------------------------------------------------------------------------------
 
 

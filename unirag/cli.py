@@ -721,7 +721,7 @@ def serve(
 ) -> None:
     """Serve the workspace over HTTP: query, stream, documents, graphs, and an OpenAI-compatible API.
 
-    OpenAPI docs at /docs. Binds 127.0.0.1 unless told otherwise; the key is never printed."""
+    The web page at /, OpenAPI docs at /docs. Binds 127.0.0.1 unless told otherwise; the key is never printed."""
     _need_server_extra("fastapi", "serve")
     from unirag.server.app import create_app
     from unirag.server.run import serve as run_server
@@ -731,7 +731,7 @@ def serve(
                               max_upload_bytes=max_upload_mb * 1024 * 1024)
     served = create_app(workspace, settings)
     guarded = "an API key is required" if settings.api_key else "no API key"
-    _err(f"serving {workspace} on http://{host}:{port} ({guarded}; docs at /docs)")
+    _err(f"serving {workspace} on http://{host}:{port} ({guarded}; the web page at /, docs at /docs)")
     run_server(served, settings)
 
 

@@ -37,6 +37,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
     from unirag.server.auth import BearerKeyMiddleware
     from unirag.server.errors import install_error_handlers
+    from unirag.server.page import install_page
 
     settings = settings or ServerSettings()
     if isinstance(rag_or_workspace, UniRAG):
@@ -66,6 +67,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
 
     for module in (routes_query, routes_corpus, routes_graph, routes_openai):
         app.include_router(module.router)
+    install_page(app)
     return app
 
 

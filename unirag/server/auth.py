@@ -1,4 +1,4 @@
-"""Bearer-key check on every request but ``/health`` when the server has a key.
+"""Bearer-key check on every request but ``/health`` and the web page's files when the server has a key.
 
 An ASGI middleware, not a route dependency, so the routes FastAPI adds itself
 (``/openapi.json``, ``/docs``) and unknown paths are guarded too. The key is
@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from unirag.server.errors import error_body
+from unirag.server.page import is_page_path
 
 OPEN_PATHS = frozenset({"/health"})
 _REFUSAL = json.dumps(error_body("missing or wrong API key: send 'Authorization: Bearer KEY'",
@@ -27,7 +28,8 @@ class BearerKeyMiddleware:
         self._expected = api_key.encode("utf-8")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._authorised(scope):
+        path = scope["path"]
+        if scope["type"] != "http" or path in OPEN_PATHS or is_page_path(path) or self._authorised(scope):
             await self.app(scope, receive, send)
             return
         await send({"type": "http.response.start", "status": 401, "headers": [

@@ -1,7 +1,8 @@
 """Pages of a graph for a client to draw: a k-hop neighbourhood or the best-connected nodes.
 
-A page is ``limit`` nodes from ``offset`` and the edges among them, so no
-request returns a whole large graph. Without an ``entity`` the nodes come by
+A page is ``limit`` nodes from ``offset`` and the edges among them and to the
+nodes of the pages before it (so a client that loads page after page has every
+edge among what it shows, each once), so no request returns a whole large graph. Without an ``entity`` the nodes come by
 degree (the hubs first); with one, by hop distance from it (then degree). Every
 node and edge carries a ``description`` and its source ``chunk_ids`` so a page
 can open the passages (``GET /chunks/{id}``).
@@ -52,6 +53,21 @@ class GraphIndex:
     def degree(self, node_id: str) -> int:
         return len(self.neighbours.get(node_id, ()))
 
+    def search(self, text: str, limit: int) -> list[dict[str, Any]]:
+        """Nodes whose name or title contains ``text`` (case-insensitive): names starting with it
+        first, then the best connected, so a search box can offer the likely entity."""
+        wanted = text.strip().lower()
+        found = {node_id for name, node_id in self.by_name.items() if wanted in name}
+        ranked = sorted(found, key=lambda node_id: (not _label(self, node_id).lower().startswith(wanted),
+                                                    -self.degree(node_id), self.position[node_id]))
+        return [{"id": node_id, "label": _label(self, node_id), "kind": self.view.nodes[self.position[node_id]].get(
+            "kind"), "degree": self.degree(node_id)} for node_id in ranked[:limit]]
+
+
+def _label(index: GraphIndex, node_id: str) -> str:
+    node = index.view.nodes[index.position[node_id]]
+    return str(node.get("name") or node.get("title") or node_id)
+
 
 def neighbourhood(index: GraphIndex, start: str, hops: int) -> dict[str, int]:
     """Node id -> hop distance, for every node within ``hops`` of ``start`` (breadth first)."""
@@ -69,7 +85,8 @@ def neighbourhood(index: GraphIndex, start: str, hops: int) -> dict[str, int]:
 
 
 def graph_page(index: GraphIndex, entity: str | None, hops: int, limit: int, offset: int) -> dict[str, Any]:
-    """One page: ``nodes`` (each with ``hops`` when around an entity), the ``edges`` among them, totals."""
+    """One page: ``nodes`` (each with ``hops`` when around an entity), the ``edges`` among them and to
+    earlier pages' nodes, totals."""
     if entity is None:
         order = sorted(index.position, key=lambda node: (-index.degree(node), index.position[node]))
         distance: dict[str, int] = {}
@@ -77,9 +94,10 @@ def graph_page(index: GraphIndex, entity: str | None, hops: int, limit: int, off
         distance = neighbourhood(index, index.find(entity), hops)
         order = sorted(distance, key=lambda node: (distance[node], -index.degree(node), index.position[node]))
     chosen = order[offset:offset + limit]
-    members = set(chosen)
+    members, shown = set(chosen), set(order[:offset + limit])
     nodes = [_node(index.view.nodes[index.position[node]], distance.get(node)) for node in chosen]
-    edges = [_edge(edge, index) for edge in index.view.edges if edge["source"] in members and edge["target"] in members]
+    edges = [_edge(edge, index) for edge in index.view.edges
+             if {edge["source"], edge["target"]} <= shown and (edge["source"] in members or edge["target"] in members)]
     following = offset + len(chosen)
     return {"type": index.view.name, "entity": entity, "hops": hops if entity is not None else None,
             "total_nodes": len(order), "offset": offset, "limit": limit,

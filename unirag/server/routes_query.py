@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from unirag.api_types import QueryEvent
 from unirag.server.deps import server_state
+from unirag.server.method_groups import grouped
 from unirag.server.sse import SSE_HEADERS, framed, sse_frame, started
 from unirag.server.state import ServerState
 
@@ -70,6 +71,6 @@ async def query_stream(body: QueryRequest, state: State) -> StreamingResponse:
                              headers=SSE_HEADERS)
 
 
-@router.get("/methods", summary="Every method a query can name")
+@router.get("/methods", summary="Every method a query can name, with its group, in the README's order")
 async def methods(state: State) -> list[dict[str, Any]]:
-    return [info.to_json() for info in state.rag.methods()]
+    return grouped([info.to_json() for info in state.rag.methods()])
