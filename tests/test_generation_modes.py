@@ -40,6 +40,7 @@ from unirag.methods.spec import MethodSpec
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.replies import read_points
 from unirag.text.tokenizer import get_tokenizer
+from unirag.prompts.prompt import PromptLibrary
 
 TOK = get_tokenizer("cl100k_base")
 _NUMBERS = re.compile(r"^\[(\d+)\] \(", re.MULTILINE)
@@ -50,7 +51,7 @@ def make_state(items: list[ContextItem], chat: ScriptedChat, question: str = "Wh
     """A query state with only what generation reads: settings, models, items."""
     config = make_settings(None, **settings)
     models = build_stack(config, None, chat=chat, embedder=HashEmbedder()).accounted(UsageLedger())
-    state = QueryState(question=question, resources=SimpleNamespace(settings=config), models=models)
+    state = QueryState(question=question, resources=SimpleNamespace(settings=config, prompts=PromptLibrary()), models=models)
     state.items = list(items)
     return state
 

@@ -16,7 +16,7 @@ from unirag.graph.merge import normalize_name
 from unirag.graph.parse import parse_extraction
 from unirag.graph.types import ChunkExtraction
 from unirag.config import GraphSettings, config_hash
-from unirag.prompts.prompt import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, PromptLibrary
 from unirag.llm.base import ChatModel
 from unirag.text.replies import read_yes_no
 from unirag.text.types import Chunk
@@ -83,13 +83,15 @@ def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: 
 class LlmExtractor:
     """Entities, relationships (and claims) per chunk from the chat model."""
 
-    def __init__(self, chat: ChatModel, settings: GraphSettings, temperature: float = 0.0) -> None:
+    def __init__(self, chat: ChatModel, settings: GraphSettings, temperature: float = 0.0,
+                 prompts: PromptLibrary | None = None) -> None:
         self.chat = chat
         self.settings = settings
         self.temperature = temperature
-        self.prompt: Prompt = load_prompt("extract_graph")
-        self.check_prompt: Prompt = load_prompt("extract_glean_check")
-        self.glean_prompt: Prompt = load_prompt("extract_glean")
+        prompts = prompts or PromptLibrary()
+        self.prompt: Prompt = prompts.load("extract_graph")
+        self.check_prompt: Prompt = prompts.load("extract_glean_check")
+        self.glean_prompt: Prompt = prompts.load("extract_glean")
         knobs = {
             "types": settings.entity_types,
             "claims": settings.claims,
