@@ -32,8 +32,9 @@ from unirag.workspace import Workspace
 
 #: One distinct entity per this many chunk tokens, until a graph built here gives the real rate.
 ENTITY_TOKENS = 75
-#: Tokens of one member in a summary prompt: an entity's merged description, a lower summary.
-MEMBER_TOKENS = {1: 40}
+#: Tokens of one member in a summary prompt: an entity's merged description (the first level),
+#: a summary of the level below (every level above it).
+LEAF_MEMBER_TOKENS = 40
 UPPER_MEMBER_TOKENS = 150
 #: A summary prompt's own instructions.
 SUMMARY_OVERHEAD = 250
@@ -112,7 +113,7 @@ def estimate_index_cost(
     known = {chunk_id for chunk_id, _ in stored}
     corpus = _Corpus(stored + [item for item in incoming if item[0] not in known],
                      sum(1 for chunk_id, _ in incoming if chunk_id not in known))
-    estimate = CostEstimate(model=getattr(chat, "name", "?"))
+    estimate = CostEstimate(model=chat.name)
     if not corpus.chunks:
         return estimate
     prompts = PromptLibrary.of_workspace(workspace.root) if workspace is not None else PromptLibrary()
@@ -126,10 +127,10 @@ def estimate_index_cost(
     changed = corpus.new > 0 or rebuild or estimate.chunks_to_extract > 0
     entities = _entity_count(workspace, corpus, len(stored))
     for name in order:
-        entry = workspace.manifest_entry(name) if workspace is not None else None
-        if entry is not None and not changed and workspace is not None and workspace.artifact_problem(name) is None:
+        built = workspace is not None and workspace.manifest_entry(name) is not None
+        if built and not changed and workspace.artifact_problem(name) is None:
             continue  # up to date: its builder returns at once
-        carried = entry is not None and not rebuild and settings.index.update == "attach"
+        carried = built and not rebuild and settings.index.update == "attach"
         step = _summaries(name, settings, corpus, entities, carried)
         if step is not None and step.calls:
             estimate.steps.append(step)
@@ -210,7 +211,7 @@ def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,
     preset = HIERARCHY_VARIANTS.get(variant, ("", {}))[1]
     shape = _HIERARCHY_SHAPES[base](hierarchy_config(settings, base, _config_class(base), preset))
     leaves = entities + len(corpus.chunks) if base == "hygrag" else entities
-    return leaves, MEMBER_TOKENS[1], shape
+    return leaves, LEAF_MEMBER_TOKENS, shape
 
 
 def _config_class(base: str) -> type:
