@@ -237,9 +237,17 @@ def test_pairwise_replies_are_parsed_when_recoverable(reply: str, expected: dict
 
 
 def test_malformed_replies_become_unparsed_verdicts_not_errors() -> None:
-    replies = iter(case[0] for case in PAIR_CASES)
-    judge = FixedJudge(lambda r: next(replies))
-    items = [(f"q{i}", "Q?", "a", "x", "b", "y") for i in range(len(PAIR_CASES) // 2)]
+    def reply(request: ChatRequest) -> str:
+        # Item i's "ab" request gets case 2i, its "ba" request case 2i + 1, whatever order the
+        # concurrent calls run in (Python 3.13 schedules the judge's worker threads differently).
+        text = "\n".join(m["content"] for m in request.messages)
+        item = int(re.search(r"Question (\d+)\?", text).group(1))
+        swapped = text.index(f"answer-y-{item}") < text.index(f"answer-x-{item}")
+        return PAIR_CASES[2 * item + swapped][0]
+
+    judge = FixedJudge(reply)
+    items = [(f"q{i}", f"Question {i}?", "a", f"answer-x-{i}", "b", f"answer-y-{i}")
+             for i in range(len(PAIR_CASES) // 2)]
     verdicts = judge_pairs(judge, items)
     assert len(verdicts) == len(PAIR_CASES) * len(ALL_CRITERIA)
     unparsed = [v for v in verdicts if not v.parsed]

@@ -135,8 +135,8 @@ def as_document(item: Document | Mapping[str, Any]) -> Document:
 
 
 def workspace_stats(workspace: Workspace) -> dict[str, Any]:
-    """Counts of documents and chunks, graphs, communities per level, artifacts, usage per stage
-    (what ``unirag stats --json`` prints)."""
+    """Counts of documents and chunks, graphs, communities per level, artifacts, usage per stage,
+    the last paid index run's estimate and actual usage (what ``unirag stats --json`` prints)."""
     from unirag.graph.graph_store import GraphStore
 
     store = GraphStore(workspace)
@@ -164,6 +164,7 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
         "stale_artifacts": workspace.stale_artifacts(),
         "cache": workspace.cache().counts(),
         "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
+        "last_index_cost": workspace.last_index_cost(),  # the estimate before a paid run, and its actual usage
     }
 
 

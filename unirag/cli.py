@@ -100,10 +100,11 @@ def _stop_log() -> None:
         handler.close()
 
 
-def _settings(workspace: Path | None, **flags: Any) -> Any:
+def _settings(workspace: Path | None, log: bool = True, **flags: Any) -> Any:
+    """The command's settings; ``log=False`` leaves the workspace's log file alone (``--dry-run``)."""
     from unirag.config import load_settings
 
-    if workspace is not None:
+    if workspace is not None and log:
         _start_log(workspace)
     settings = load_settings(workspace, {key.replace("__", "."): value for key, value in flags.items()})
     logging.getLogger("unirag").info("chat model: %s", settings.chat.describe())
@@ -208,12 +209,18 @@ def index(
     embedding_model: EmbModelOpt = None,
     concurrency: ConcurrencyOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask before paid model calls")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the estimate of LLM calls and prompt tokens "
+                                                            "only; change nothing")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk, embed and index SOURCES into the workspace, then build the
-    requested graphs and indices (resumable; unchanged input is a no-op)."""
+    requested graphs and indices (resumable; unchanged input is a no-op).
+
+    With a remote chat endpoint, first prints an estimate of the LLM calls and prompt
+    tokens and, on a terminal, asks before going on (--yes: never asks)."""
     from unirag.api import plan_index
-    from unirag.pipeline import run_index
+    from unirag.pipeline import charges_for_calls, estimate_index, run_index
     from unirag.workspace import Workspace
 
     if extractor not in (None, "llm", "nlp", "auto"):
@@ -221,6 +228,7 @@ def index(
     plan = plan_index(sources, fmt=fmt, graphs=graph, indices=build, method=None)
     settings = _settings(
         workspace,
+        log=not dry_run,
         chunking__size=chunk_size,
         chunking__overlap=chunk_overlap,
         embedding__base_url=embedding_base_url,
@@ -239,13 +247,21 @@ def index(
         artifacts += resolve_method(method).requires()
     if not sources and not (workspace / "store.sqlite").exists():
         raise SourceError(f"{workspace} has no corpus yet: give the files or directories to index")
+    if dry_run:
+        _print_dry_run(workspace, plan, settings, fmt, rebuild, artifacts, as_json)
+        return
     ws = Workspace.init(workspace)  # only once sources and settings are known to be valid
     _start_log(workspace)
     try:
+        stack = _stack(settings, ws)
+        estimate = None
+        if charges_for_calls(settings):
+            estimate = estimate_index(ws, plan.sources, settings, stack.chat, fmt, rebuild, plan.graphs, artifacts)
+            _confirm_cost(estimate, yes)
         report = run_index(
-            ws, plan.sources, settings, _stack(settings, ws), fmt,
+            ws, plan.sources, settings, stack, fmt,
             _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=plan.graphs,
-            artifacts=artifacts, sync=sync,
+            artifacts=artifacts, sync=sync, estimate=estimate,
         )
     finally:
         ws.close()
@@ -265,6 +281,48 @@ def index(
         f"rebuilt: {', '.join(data['rebuilt']) or 'nothing (up to date)'}"
     )
     print(f"chat model: {settings.chat.describe()}")
+
+
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _confirm_cost(estimate: Any, yes: bool) -> None:
+    """Say the estimate (stderr); on a terminal, ask before paid calls unless ``--yes``.
+    Off a terminal (scripts, CI) never ask: the line is said and the run goes on."""
+    if not estimate.calls:
+        return
+    _err(estimate.line())
+    if yes or not _stdin_is_terminal():
+        return
+    if not typer.confirm("unirag: go on with these model calls?", default=False, err=True):
+        _err("cancelled: nothing was indexed or built (--yes skips this question, --dry-run only estimates)")
+        raise typer.Exit(1)
+
+
+def _print_dry_run(workspace: Path, plan: Any, settings: Any, fmt: str, rebuild: bool, artifacts: list[str],
+                   as_json: bool) -> None:
+    """``index --dry-run``: the estimate on stdout, and nothing written to the workspace."""
+    from unirag.pipeline import charges_for_calls, estimate_index
+    from unirag.workspace import Workspace
+
+    if not charges_for_calls(settings):
+        data: dict[str, Any] = {"estimate": None, "chat_model": settings.chat.describe()}
+        message = (f"no paid model calls: indexing uses {settings.chat.describe()} (free), nothing to estimate; "
+                   "nothing was changed")
+    else:
+        from unirag.llm.factory import backend_chat
+
+        ws = Workspace.open(workspace) if (workspace / "store.sqlite").exists() else None
+        try:
+            estimate = estimate_index(ws, plan.sources, settings, backend_chat(settings), fmt, rebuild,
+                                      plan.graphs, artifacts)
+        finally:
+            if ws is not None:
+                ws.close()
+        data = {"estimate": estimate.to_json(), "chat_model": settings.chat.describe()}
+        message = f"{estimate.line()}; dry run: nothing was changed"
+    print(json.dumps(data, indent=2) if as_json else message)
 
 
 @app.command()
@@ -519,6 +577,12 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     if data["extract_prompt_tokens_per_chunk"] is not None:
         print(f"  extraction prompt tokens per chunk: {data['extract_prompt_tokens_per_chunk']}")
     print(f"  cache: {data['cache']['chat_responses']} chat responses, {data['cache']['embeddings']} embeddings")
+    cost = data["last_index_cost"]
+    if cost:
+        estimate, actual = cost["estimate"], cost["actual"]
+        print(f"  last paid index run ({cost['at']}, {estimate['model']}): estimated {estimate['llm_calls']} LLM calls, "
+              f"{estimate['prompt_tokens']} prompt tokens; actual {actual['llm_calls']} calls "
+              f"(+{actual['cache_hits']} cached), {actual['prompt_tokens']} prompt tokens")
     for stage, usage in data["usage_by_stage"].items():
         print(
             f"  {stage:<24} llm {usage['llm_calls']:>5} (+{usage['cache_hits']} cached)  "

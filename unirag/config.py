@@ -148,6 +148,24 @@ class RetrievalSettings(_Section):
     )
 
 
+class GenerateSettings(_Section):
+    """How answers are written (the final prompt of every generation mode).
+
+    ``short`` keeps the packaged prompts' "a few words", which benchmarks score;
+    ``paragraph`` and ``report`` ask for fuller answers with their own prompt files
+    (``answer_with_context_paragraph.yaml`` ...). ``language`` adds one sentence asking
+    for that language; unset, the model answers in the question's language.
+    """
+
+    style: Literal["short", "paragraph", "report"] = Field(
+        "short", description="short: a few words (benchmarks); paragraph: a few sentences; report: sections"
+    )
+    language: str | None = Field(
+        None, pattern=r"^[^{}\n]{1,60}$",
+        description="answer in this language (e.g. French); unset: the question's language",
+    )
+
+
 class TreeSettings(_Section):
     """RAPTOR tree (survey §4 ②): GMM with BIC (RAPTOR) or K-means (RAPTOR-K)."""
 
@@ -169,7 +187,8 @@ class GraphSettings(_Section):
 
     extractor: Literal["auto", "llm", "nlp"] = "auto"
     entity_types: list[str] = Field(
-        default_factory=lambda: ["person", "organization", "location", "event", "work", "concept"]
+        default_factory=lambda: ["person", "organization", "location", "event", "work", "concept"],
+        min_length=1, description="entity types the LLM extractor asks for (part of its cache key)",
     )
     claims: bool = False
     gleaning: int = Field(1, ge=0, le=5, description="extra extraction passes (GraphRAG A.2)")
@@ -235,6 +254,7 @@ class Settings(_Section):
     chunking: ChunkingSettings = ChunkingSettings()
     loader: LoaderSettings = LoaderSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    generate: GenerateSettings = GenerateSettings()
     graph: GraphSettings = GraphSettings()
     index: IndexSettings = IndexSettings()
     concurrency: int = Field(4, gt=0, description="parallel model calls at most")

@@ -7,6 +7,8 @@ it to stderr without a traceback and exits non-zero.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class UniragError(Exception):
     """Base class for errors reported to the user as one line."""
@@ -89,3 +91,23 @@ def damaged_database(exc: BaseException) -> str | None:
     if str(exc).startswith("Could not decode to UTF-8"):
         return "it holds text that is not valid UTF-8"
     return None
+
+
+class MissingExtraError(ConfigError):
+    """An optional package is not installed: the line names the extra that installs it."""
+
+
+def import_optional(module: str, extra: str, purpose: str) -> Any:
+    """``module``, imported now; if it (or what it needs) is not installed, one line naming the
+    extra: ``pip install unirag`` is the core for a remote endpoint, and the offline models
+    (``embedded``), the evaluation stack (``eval``) and the server (``server``) are extras."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        missing = exc.name or module.split(".")[0]
+        raise MissingExtraError(
+            f"{purpose} needs the optional package '{missing}', which is not installed: "
+            f"pip install 'unirag[{extra}]'"
+        ) from None

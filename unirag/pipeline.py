@@ -24,7 +24,8 @@ from unirag.graph.corpus import IngestReport, ingest, remove_documents
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.index.artifacts import BuildContext, built_artifacts, ensure_artifacts, outdated
-from unirag.llm.base import UsageLedger
+from unirag.index.cost import CostEstimate
+from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack
 from unirag.progress import Progress
 from unirag.text.types import Document
@@ -37,6 +38,7 @@ class IndexReport:
     rebuilt: list[str]
     ledger: UsageLedger
     timings: dict[str, float] = field(default_factory=dict)
+    estimate: CostEstimate | None = None
 
     def to_json(self) -> dict[str, Any]:
         report = self.ingest
@@ -55,6 +57,7 @@ class IndexReport:
             "embedding_calls": total.embedding_calls,
             "usage_by_stage": self.ledger.to_json(),
             "timings": {k: round(v, 3) for k, v in self.timings.items()},
+            **({"estimate": self.estimate.to_json()} if self.estimate is not None else {}),
         }
 
 
@@ -71,6 +74,7 @@ def run_index(
     artifacts: list[str] | None = None,
     documents: Iterable[Document] | None = None,
     sync: bool = False,
+    estimate: CostEstimate | None = None,
 ) -> IndexReport:
     """Add the sources to the workspace and bring the chunk artifacts, the
     requested graphs (default: ``graph.graphs``) and ``artifacts`` (names or
@@ -80,7 +84,8 @@ def run_index(
     sources has loaded: a mistyped path never wipes the corpus. ``documents``
     (already loaded, e.g. a benchmark's passages) are added like sources. Re-indexed
     files replace their old documents; ``sync`` deletes those of files gone from the
-    given directories. Every artifact built before is refreshed too.
+    given directories. Every artifact built before is refreshed too. ``estimate`` (from
+    :func:`estimate_index`, shown before the run) is stored with the run's actual usage.
     """
     progress = progress or Progress()
     ledger = workspace.usage_ledger("index")
@@ -97,18 +102,58 @@ def run_index(
                 if not workspace.chunk_ids():
                     raise SourceError(f"{workspace.root} has no corpus yet: give the files or directories to index")
             timings["build.chunks"] = time.perf_counter() - tick
-            wanted = graphs if graphs is not None else list(settings.graph.graphs)
             ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
             if workspace.chunk_ids():
-                ensure_artifacts(ctx, ["chunk_vectors", "chunk_bm25", *wanted, *(artifacts or []),
-                                       *built_artifacts(workspace)])
+                ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts))
             else:  # --sync removed every document
                 _drop_derived(workspace)
         finally:
             # Usage is kept even when the run dies: the calls were made (and cached). Most of it
             # is stored already, as calls finished (a hard kill skips this line).
             ledger.flush()
-    return IndexReport(report, rebuilt, ledger, timings)
+            if estimate is not None:
+                total = ledger.total()
+                workspace.record_index_cost({
+                    "estimate": estimate.to_json(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "actual": {"llm_calls": total.llm_calls, "cache_hits": total.cache_hits,
+                               "prompt_tokens": total.prompt_tokens},
+                })
+    return IndexReport(report, rebuilt, ledger, timings, estimate)
+
+
+def index_targets(workspace: Workspace | None, settings: Settings, graphs: list[str] | None,
+                  artifacts: list[str] | None) -> list[str]:
+    """What an index run brings up to date: the chunk indices, the graphs asked for (default
+    ``graph.graphs``), the artifacts asked for, and every artifact built before."""
+    wanted = graphs if graphs is not None else list(settings.graph.graphs)
+    built = built_artifacts(workspace) if workspace is not None else []
+    return ["chunk_vectors", "chunk_bm25", *wanted, *(artifacts or []), *built]
+
+
+def charges_for_calls(settings: Settings) -> bool:
+    """Whether index calls go to a remote OpenAI-compatible chat endpoint (a paid one, perhaps):
+    the embedded model and the zero-LLM path cost nothing, so they get no estimate."""
+    return settings.chat.resolved_provider == "openai"
+
+
+def estimate_index(
+    workspace: Workspace | None,
+    sources: Sequence[str | Path],
+    settings: Settings,
+    chat: ChatModel,
+    fmt: str = "auto",
+    rebuild: bool = False,
+    graphs: list[str] | None = None,
+    artifacts: list[str] | None = None,
+) -> CostEstimate:
+    """The LLM calls and prompt tokens :func:`run_index` with the same arguments would spend,
+    from the corpus (the sources chunked in memory: nothing is written) and the configs."""
+    from unirag.graph.corpus import incoming_chunks
+    from unirag.index.cost import estimate_index_cost
+
+    incoming = incoming_chunks(workspace, sources, settings, fmt, rebuild) if sources else []
+    return estimate_index_cost(workspace, settings, chat, index_targets(workspace, settings, graphs, artifacts),
+                               incoming, rebuild)
 
 
 @dataclass

@@ -490,6 +490,15 @@ class Workspace:
         """Inside the caller's transaction: the change and the new version land together."""
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('corpus_version', ?)", (str(self.corpus_version() + 1),))
 
+    def record_index_cost(self, record: dict[str, Any]) -> None:
+        """Keep the last paid indexing run's estimate beside what it used (``unirag stats``)."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('last_index_cost', ?)", (json.dumps(record),))
+
+    def last_index_cost(self) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT value FROM meta WHERE name = 'last_index_cost'").fetchone()
+        return json.loads(row[0]) if row else None
+
     def stamp_artifact(self, name: str) -> None:
         """Record that artifact ``name`` is up to date with the current corpus."""
         entry = self.manifest_entry(name)
@@ -548,6 +557,10 @@ class Workspace:
 
     def chunk_ids(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT id FROM chunks ORDER BY seq")]
+
+    def chunk_sizes(self) -> list[tuple[str, int]]:
+        """(id, tokens) of every chunk, in order, without their text (what a cost estimate needs)."""
+        return [(row[0], row[1]) for row in self.db.execute("SELECT id, n_tokens FROM chunks ORDER BY seq")]
 
     def iter_chunks(self) -> Iterator[Chunk]:
         for row in self.db.execute("SELECT id, doc_id, idx, text, title, n_tokens, source FROM chunks ORDER BY seq"):

@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from unirag.errors import import_optional
 from unirag.eval.judge_base import clip, make_key, pending, require_chat
 from unirag.eval.judge_parse import parse_list
 from unirag.prompts.prompt import load_prompt
@@ -171,8 +172,7 @@ def extract_claims(
 
 @lru_cache(maxsize=1)
 def _rouge_tokenizer() -> Any:
-    from rouge_score import tokenizers
-
+    tokenizers = import_optional("rouge_score.tokenizers", "eval", "claim diversity (ROUGE-L)")
     return tokenizers.DefaultTokenizer(use_stemmer=True)
 
 

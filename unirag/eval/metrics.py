@@ -42,6 +42,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from unirag.errors import import_optional
+
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
@@ -296,8 +298,7 @@ def bleu1(prediction: str, references: Sequence[str]) -> float:
     evaluation code (``metric_max_over_ground_truths``).  Tokens: see
     ``_words``.  Empty prediction or no non-empty reference: 0.0.
     """
-    from nltk.translate.bleu_score import sentence_bleu
-
+    sentence_bleu = import_optional("nltk.translate.bleu_score", "eval", "BLEU").sentence_bleu
     hyp = _words(prediction)
     refs = [r for r in (_words(ref) for ref in references) if r]
     if not hyp or not refs:
@@ -309,8 +310,7 @@ def bleu1(prediction: str, references: Sequence[str]) -> float:
 
 @lru_cache(maxsize=1)
 def _rouge_l_scorer() -> Any:
-    from rouge_score import rouge_scorer
-
+    rouge_scorer = import_optional("rouge_score.rouge_scorer", "eval", "ROUGE-L")
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
@@ -384,8 +384,8 @@ def _load_wordnet(directory: str) -> _LockedWordNet | None:
     root = Path(directory)
     if not (root / "index.noun").is_file() or not (root / "data.noun").is_file():
         return None
-    import nltk.data
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+    nltk_data = import_optional("nltk.data", "eval", "METEOR")
+    WordNetCorpusReader = import_optional("nltk.corpus.reader.wordnet", "eval", "METEOR").WordNetCorpusReader
 
     lexnames = "".join(
         f"{i:02d}\t{name}\t{_LEX_CATEGORY[name.split('.')[0]]}\n"
@@ -404,7 +404,7 @@ def _load_wordnet(directory: str) -> _LockedWordNet | None:
             return None
 
     entry = str(root)
-    nltk.data.path.append(entry)
+    nltk_data.path.append(entry)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -414,7 +414,7 @@ def _load_wordnet(directory: str) -> _LockedWordNet | None:
     except (OSError, LookupError, ValueError, PermissionError, AssertionError):
         return None
     finally:
-        nltk.data.path.remove(entry)
+        nltk_data.path.remove(entry)
     return _LockedWordNet(reader)
 
 
@@ -449,7 +449,7 @@ def meteor(
     False so reports can say which variant produced the numbers.  Tokens:
     lowercased ``\\w+`` words.  Empty prediction or references: 0.0.
     """
-    from nltk.translate.meteor_score import meteor_score
+    meteor_score = import_optional("nltk.translate.meteor_score", "eval", "METEOR").meteor_score
 
     hyp = _words(prediction)
     refs = [r for r in (_words(ref) for ref in references) if r]

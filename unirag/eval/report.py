@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from unirag.errors import import_optional
+
 RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
 COST_COLUMNS = ("prompt_tokens", "completion_tokens", "llm_calls")
 TIME_COLUMNS = ("retrieval_s", "retrieval_p50_s", "retrieval_p95_s", "retrieval_cold_s", "retrieval_llm_s",
@@ -112,12 +114,9 @@ def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = ""
 
 
 def _pyplot() -> Any:
-    import matplotlib
-
+    matplotlib = import_optional("matplotlib", "eval", "the evaluation plots")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return import_optional("matplotlib.pyplot", "eval", "the evaluation plots")
 
 
 def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out: Path) -> Path | None:

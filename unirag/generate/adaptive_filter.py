@@ -48,7 +48,6 @@ from unirag.generate.map_reduce import (
 )
 from unirag.generate.plan import AnswerPlan
 from unirag.llm.base import ChatRequest
-from unirag.prompts.prompt import load_prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
@@ -103,7 +102,7 @@ def prepare_adaptive_filter(
     settings = state.resources.settings
     tokenizer = get_tokenizer(settings.chunking.encoding)
     window = settings.chat.prompt_window
-    filter_template, merge_template = load_prompt(filter_prompt), load_prompt(merge_prompt)
+    filter_template, merge_template = state.prompt(filter_prompt), state.answer_prompt(merge_prompt)
     reply_tokens = int(filter_max_tokens or settings.chat.max_tokens)
     merge_room = prompt_room(merge_template, {"question": state.question}, "reports", tokenizer, window,
                              settings.chat.max_tokens)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from unirag.generate.plan import AnswerPlan, extract_answer  # noqa: F401 (callers import extract_answer from here)
-from unirag.prompts.prompt import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.tokenizer import get_tokenizer
 
@@ -42,7 +42,7 @@ def fitted_context(state: QueryState, template: Prompt, reply_tokens: int) -> st
 def plan_direct(state: QueryState, prompt: str, use_context: bool = True) -> AnswerPlan:
     """The one request of direct generation: the prompt with the question and the fitted context."""
     settings = state.resources.settings
-    template = load_prompt(prompt)
+    template = state.answer_prompt(prompt)
     fields = {"question": state.question}
     if use_context:
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)

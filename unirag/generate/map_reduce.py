@@ -55,7 +55,7 @@ from unirag.errors import MethodError
 from unirag.generate.direct import MARGIN
 from unirag.generate.plan import AnswerPlan, extract_answer
 from unirag.llm.base import ChatRequest
-from unirag.prompts.prompt import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt
 from unirag.operators.context import ContextItem, QueryState
 from unirag.text.replies import read_points
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
@@ -293,7 +293,7 @@ def prepare_map_reduce(
     settings = state.resources.settings
     tokenizer = get_tokenizer(settings.chunking.encoding)
     window = settings.chat.prompt_window
-    map_template, reduce_template = load_prompt(map_prompt), load_prompt(reduce_prompt)
+    map_template, reduce_template = state.prompt(map_prompt), state.answer_prompt(reduce_prompt)
     map_tokens = int(map_max_tokens or settings.chat.max_tokens)
     base = {"question": state.question, "max_points": str(max_points)}
     batch = context_budget(batch_tokens, prompt_room(map_template, base, "context", tokenizer, window, map_tokens),

@@ -60,6 +60,35 @@ def check_chunking_config(workspace: Workspace, settings: Settings) -> None:
         )
 
 
+def incoming_chunks(
+    workspace: Workspace | None,
+    sources: Sequence[str | Path],
+    settings: Settings,
+    fmt: str = "auto",
+    rebuild: bool = False,
+) -> list[tuple[str, int]]:
+    """(chunk id, tokens) of every chunk :func:`ingest` would add, made in memory and never
+    stored: what the cost estimate plans from before anything is written (``--dry-run``).
+
+    Load warnings are left to the ingest that follows (it says each once); an unreadable
+    file adds no chunk here either. ``workspace`` None: one not created yet."""
+    tokenizer = get_tokenizer(settings.chunking.encoding)
+    known = set() if rebuild or workspace is None else workspace.document_ids()
+    sizes: list[tuple[str, int]] = []
+    for doc in load_documents(sources, fmt, settings.loader, presplit=settings.chunking.presplit,
+                              warn=_said_by_ingest):
+        if doc.id in known:
+            continue
+        known.add(doc.id)
+        sizes += [(chunk.id, chunk.n_tokens)
+                  for chunk in iter_chunks(doc, tokenizer, settings.chunking.size, settings.chunking.overlap)]
+    return sizes
+
+
+def _said_by_ingest(message: str) -> None:
+    """A load warning met while estimating: the ingest that follows loads the same file and says it."""
+
+
 def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
     """Delete documents, their chunks and every extraction of those chunks; returns the
     deleted chunk ids. Derived artifacts go stale and are refreshed by the caller."""

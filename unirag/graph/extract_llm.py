@@ -9,14 +9,15 @@ never the whole previous exchange (GraphRAG appendix A.2).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
 
 from unirag.graph.merge import normalize_name
 from unirag.graph.parse import parse_extraction
 from unirag.graph.types import ChunkExtraction
 from unirag.config import GraphSettings, config_hash
-from unirag.prompts.prompt import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt, PromptLibrary
 from unirag.llm.base import ChatModel
 from unirag.text.replies import read_yes_no
 from unirag.text.types import Chunk
@@ -57,13 +58,21 @@ def ground(extraction: ChunkExtraction, text: str) -> None:
         extraction.claims = claims
 
 
-def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: int) -> list[list[Chunk]]:
+class HasTokens(Protocol):
+    n_tokens: int
+
+
+Sized = TypeVar("Sized", bound=HasTokens)
+
+
+def plan_groups(chunks: Sequence[Sized], share_below_tokens: int, max_per_call: int) -> list[list[Sized]]:
     """Which chunks share a call: consecutive short passages, up to a count.
 
-    Deterministic, so a rerun builds the same prompts and hits the cache.
+    Deterministic, so a rerun builds the same prompts and hits the cache. Only sizes
+    count, so the cost estimate plans the same groups from token counts alone.
     """
-    groups: list[list[Chunk]] = []
-    current: list[Chunk] = []
+    groups: list[list[Sized]] = []
+    current: list[Sized] = []
     for chunk in chunks:
         if chunk.n_tokens >= share_below_tokens or max_per_call == 1:
             if current:
@@ -83,13 +92,15 @@ def plan_groups(chunks: Sequence[Chunk], share_below_tokens: int, max_per_call: 
 class LlmExtractor:
     """Entities, relationships (and claims) per chunk from the chat model."""
 
-    def __init__(self, chat: ChatModel, settings: GraphSettings, temperature: float = 0.0) -> None:
+    def __init__(self, chat: ChatModel, settings: GraphSettings, temperature: float = 0.0,
+                 prompts: PromptLibrary | None = None) -> None:
         self.chat = chat
         self.settings = settings
         self.temperature = temperature
-        self.prompt: Prompt = load_prompt("extract_graph")
-        self.check_prompt: Prompt = load_prompt("extract_glean_check")
-        self.glean_prompt: Prompt = load_prompt("extract_glean")
+        prompts = prompts or PromptLibrary()
+        self.prompt: Prompt = prompts.load("extract_graph")
+        self.check_prompt: Prompt = prompts.load("extract_glean_check")
+        self.glean_prompt: Prompt = prompts.load("extract_glean")
         knobs = {
             "types": settings.entity_types,
             "claims": settings.claims,
@@ -105,6 +116,15 @@ class LlmExtractor:
     def instruction_messages(self) -> tuple[dict[str, str], ...]:
         """The prompt with no passage: its own cost per call (kept under 600 tokens)."""
         return self.prompt.messages(**self._fields(""))
+
+    def call_tokens(self, passage_tokens: int, count: Callable[[str], int]) -> list[int]:
+        """Prompt tokens of each call one group makes at most, for passages of ``passage_tokens``
+        (labels included): the extraction, then a check and a glean per gleaning pass (a pass
+        stops early when the check says no, so this is the upper bound the cost estimate uses)."""
+        extract = sum(count(m["content"]) for m in self.instruction_messages())
+        check = sum(count(m["content"]) for m in self.check_prompt.messages(passages="", found=""))
+        glean = sum(count(m["content"]) for m in self.glean_prompt.messages(**{**self._fields(""), "found": ""}))
+        return [extract + passage_tokens] + [check + passage_tokens, glean + passage_tokens] * self.settings.gleaning
 
     def _fields(self, passages: str) -> dict[str, str]:
         claims = self.settings.claims

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
-from unirag.errors import UniragError
+from unirag.errors import UniragError, import_optional
 from unirag.text.types import Chunk
 
 if TYPE_CHECKING:
@@ -245,10 +245,7 @@ class NlpExtractor:
         """Load the model on first use: importing spaCy and the weights takes seconds."""
         if self._nlp is not None:
             return self._nlp
-        try:
-            import spacy
-        except ImportError as exc:
-            raise UniragError(f"spaCy is not installed (pip install 'spacy>=3.8,<3.9'): {exc}") from exc
+        spacy = import_optional("spacy", "embedded", "the NLP extractor (graph.extractor: nlp)")
         try:
             nlp = spacy.load(self.model)
         except OSError as exc:

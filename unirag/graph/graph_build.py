@@ -22,6 +22,7 @@ from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
+from unirag.prompts.prompt import PromptLibrary
 from unirag.text.tokenizer import get_tokenizer
 from unirag.workspace import Workspace
 
@@ -39,7 +40,8 @@ def parse_graph_list(text: str | None) -> list[str]:
     return names
 
 
-def make_extractor(settings: Settings, models: Models) -> Any:
+def make_extractor(settings: Settings, models: Models, prompts: PromptLibrary | None = None) -> Any:
+    """The extractor the settings name; an LLM extractor asks ``prompts`` (a workspace's own files first)."""
     kind = settings.graph.resolved_extractor(settings.chat)
     if kind == "nlp":
         from unirag.graph.extract_nlp import NlpExtractor
@@ -47,14 +49,14 @@ def make_extractor(settings: Settings, models: Models) -> Any:
         return NlpExtractor()
     from unirag.graph.extract_llm import LlmExtractor
 
-    return LlmExtractor(models.chat, settings.graph, settings.chat.temperature)
+    return LlmExtractor(models.chat, settings.graph, settings.chat.temperature, prompts)
 
 
 def run_extraction(
     workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress
 ) -> tuple[str, int]:
     """Extract every chunk not yet extracted by this extractor; returns (name, chunks done now)."""
-    extractor = make_extractor(settings, models)
+    extractor = make_extractor(settings, models, PromptLibrary.of_workspace(workspace.root))
     done = store.extracted_chunk_ids(extractor.name)
     # A title that is only a file name is no entity: extractors see the chunk without it.
     pending = [chunk.for_extraction() for chunk in workspace.iter_chunks() if chunk.id not in done]
@@ -83,7 +85,11 @@ def run_extraction(
 
 def merge_inputs(workspace: Workspace, settings: Settings, extractor: str) -> tuple[str, dict[str, Any]]:
     """(fingerprint, config) of the merged graph: chunks, extractor and merge knobs."""
-    config = {"max_tokens": settings.graph.description_max_tokens, "encoding": settings.chunking.encoding}
+    config: dict[str, Any] = {"max_tokens": settings.graph.description_max_tokens,
+                              "encoding": settings.chunking.encoding}
+    prompts = PromptLibrary.of_workspace(workspace.root).overridden("summarize_descriptions")
+    if prompts:
+        config["prompts"] = prompts
     return config_hash({"chunks": workspace.chunk_ids(), "extractor": extractor, "merge": config}), config
 
 
@@ -101,7 +107,7 @@ def build_merged_graph(
     chat = models.chat if extractor.startswith("llm:") else None
     shortened = shorten_descriptions(
         graph, settings.graph.description_max_tokens, tokenizer.count, tokenizer.truncate, chat,
-        settings.concurrency, progress,
+        settings.concurrency, progress, prompts=PromptLibrary.of_workspace(workspace.root),
     )
     store.save_graph(graph)
     workspace.set_manifest_entry("graph", {
@@ -149,8 +155,12 @@ def build_tree_artifact(
     # Cluster summaries follow ``index.summarizer``: the chat model, or (without a chat
     # endpoint, by default) extractive summaries from the children's first sentences.
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
-    inputs = config_hash({"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(),
-                          "chat": chat.name if chat is not None else "extractive"})
+    fingerprint = {"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(),
+                   "chat": chat.name if chat is not None else "extractive"}
+    prompts = PromptLibrary.of_workspace(workspace.root).overridden("summarize_cluster") if chat is not None else {}
+    if prompts:
+        fingerprint["prompts"] = prompts
+    inputs = config_hash(fingerprint)
     if workspace.is_current(name, inputs):
         return False
     from unirag.graph.attach import PreviousNode
@@ -169,7 +179,8 @@ def build_tree_artifact(
     plan = plan_update(workspace, settings, name, identity, [leaf[0] for leaf in leaves], lambda: previous,
                        known=[node_id for node_id, layer, *_ in stored if layer == 0])
     result = build_tree(leaves, BuildModels(chat, models.embedder, settings.concurrency, settings.chat.temperature,
-                                            progress), config, plan.carrier)
+                                            progress, prompts=PromptLibrary.of_workspace(workspace.root)),
+                        config, plan.carrier)
     store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name)
     layers: dict[int, int] = {}
     for node in result.nodes:

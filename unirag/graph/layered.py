@@ -46,6 +46,7 @@ from unirag.graph.attach import LevelCarrier
 from unirag.llm.base import ChatModel, ChatRequest, EmbeddingModel, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress
+from unirag.prompts.prompt import PromptLibrary
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
 
 # ``json``: the reply as the prompt asked for it (JSON; for a plain-text prompt, any non-empty
@@ -71,6 +72,7 @@ class BuildModels:
     temperature: float = 0.0
     progress: Progress = field(default_factory=Progress)
     tokenizer: Tokenizer = field(default_factory=get_tokenizer)
+    prompts: PromptLibrary = field(default_factory=PromptLibrary)  # the workspace's prompt files first
 
 
 @dataclass

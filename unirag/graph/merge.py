@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from unirag.graph.types import ChunkExtraction
-from unirag.prompts.prompt import load_prompt
+from unirag.prompts.prompt import PromptLibrary
 from unirag.llm.base import ChatModel
 from unirag.progress import Progress
 
@@ -183,6 +183,7 @@ def shorten_descriptions(
     concurrency: int = 4,
     progress: Progress | None = None,
     max_tokens_out: int = 300,
+    prompts: PromptLibrary | None = None,
 ) -> int:
     """Bring every description over ``max_tokens`` back under it; returns how many.
 
@@ -203,7 +204,7 @@ def shorten_descriptions(
         for _, item in long_items:
             item.description = truncate(item.description, max_tokens)
         return len(long_items)
-    prompt = load_prompt("summarize_descriptions")
+    prompt = (prompts or PromptLibrary()).load("summarize_descriptions")
     max_words = str(max(20, int(max_tokens * 0.7)))
 
     def summarise(pair: tuple[str, Entity | Relationship]) -> str:

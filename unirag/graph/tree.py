@@ -79,7 +79,6 @@ from unirag.graph.attach import AttachPolicy, LevelCarrier
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
-from unirag.prompts.prompt import load_prompt
 from unirag.text.sentences import first_sentence
 
 SUMMARY_STAGE = "build.tree.summarize"
@@ -359,7 +358,7 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
 
     def __init__(self, config: TreeConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
-        self.prompt = load_prompt("summarize_cluster")
+        self.prompt = models.prompts.load("summarize_cluster")
 
     def stop_before(self, layer: Layer, level: int) -> str:
         return "small_layer" if len(layer) < self.config.min_layer_size else ""

@@ -125,7 +125,6 @@ from unirag.index.hierarchy import (
     level_communities,
 )
 from unirag.llm.base import normalise_rows
-from unirag.prompts.prompt import load_prompt
 from unirag.text.replies import read_summary
 from unirag.text.tokenizer import Tokenizer
 
@@ -685,7 +684,7 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
 
     def __init__(self, config: ArchragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_levels, carrier
-        self.prompt = load_prompt(PROMPT)
+        self.prompt = models.prompts.load(PROMPT)
 
     def stop_before(self, layer: _ArchragLayer, level: int) -> str:
         return "min_nodes" if len(layer) < self.config.min_nodes else ""

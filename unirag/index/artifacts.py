@@ -26,6 +26,7 @@ from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
+from unirag.prompts.prompt import PromptLibrary
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -219,7 +220,8 @@ def summary_models(ctx: BuildContext) -> Any:
     from unirag.graph.layered import BuildModels
 
     return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
-                       ctx.settings.chat.temperature, ctx.progress)
+                       ctx.settings.chat.temperature, ctx.progress,
+                       prompts=PromptLibrary.of_workspace(ctx.workspace.root))
 
 
 def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
@@ -332,6 +334,13 @@ def _previous_nodes(ctx: BuildContext, name: str) -> dict[int, list[Any]]:
 
 _HIERARCHY_RUNNERS = {"graphrag": _run_graphrag, "archrag": _run_archrag, "hygrag": _run_hygrag,
                       "leanrag": _run_leanrag}
+#: The summary prompts each hierarchy asks (a workspace may shadow them).
+_HIERARCHY_PROMPTS = {
+    "graphrag": ("community_report",),
+    "archrag": ("archrag_summary",),
+    "hygrag": ("hygrag_summary",),
+    "leanrag": ("leanrag_aggregate_entity", "leanrag_aggregate_relation"),
+}
 _HIERARCHY_NEEDS = {
     "graphrag": ("graph",),
     "archrag": ("graph", "entity_vectors"),
@@ -357,10 +366,15 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
 
         config, run = _HIERARCHY_RUNNERS[base](ctx, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
         key = f"communities:{name}"
-        inputs = config_hash({
+        fingerprint = {
             "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[base]), "config": _config_dict(config),
             "chat": getattr(summary_chat(ctx), "name", "extractive"), "embedder": ctx.models.embedder.name,
-        })
+        }
+        prompts = (PromptLibrary.of_workspace(ctx.workspace.root).overridden(*_HIERARCHY_PROMPTS[base])
+                   if summary_chat(ctx) is not None else {})
+        if prompts:  # a workspace's own summary prompt: its edits rebuild the hierarchy
+            fingerprint["prompts"] = prompts
+        inputs = config_hash(fingerprint)
         if ctx.workspace.is_current(key, inputs):
             return False
         from unirag.graph.incremental import UpdatePlan, plan_update, record_leaves

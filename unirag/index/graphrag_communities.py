@@ -788,10 +788,8 @@ def _report_round(
 ) -> None:
     """Report every community of ``batch`` (their children are reported already), concurrently;
     a community in ``kept`` (same level, same members as in the last build) keeps its report."""
-    from unirag.prompts.prompt import load_prompt
-
     graph = elements.graph
-    prompt = load_prompt(PROMPT)
+    prompt = models.prompts.load(PROMPT)
     asks: list[Ask] = []
     for node in batch:
         rows = node.rows.tolist()

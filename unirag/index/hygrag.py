@@ -120,7 +120,6 @@ from unirag.index.hierarchy import (
     level_communities,
 )
 from unirag.llm.base import normalise_rows
-from unirag.prompts.prompt import load_prompt
 from unirag.text.replies import read_summary as parse_summary
 from unirag.text.sentences import first_sentence
 from unirag.text.tokenizer import Tokenizer
@@ -594,7 +593,7 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
 
     def __init__(self, config: HygragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
-        self.prompt = load_prompt(PROMPT)
+        self.prompt = models.prompts.load(PROMPT)
 
     def stop_before(self, layer: _HygragLayer, level: int) -> str:
         return "small_layer" if level > 1 and len(layer) < self.config.s_min else ""

@@ -97,7 +97,7 @@ from unirag.index.hierarchy import (
 )
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all
-from unirag.prompts.prompt import Prompt, load_prompt
+from unirag.prompts.prompt import Prompt
 from unirag.text.replies import first_object
 from unirag.text.sentences import first_sentence
 from unirag.text.tokenizer import Tokenizer
@@ -379,7 +379,7 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
 
     def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
-        self.prompt = load_prompt(ENTITY_PROMPT)
+        self.prompt = models.prompts.load(ENTITY_PROMPT)
 
     def stop_before(self, layer: Layer, level: int) -> str:
         if len(layer) <= 1:
@@ -484,7 +484,7 @@ def _aggregate_relations(
     strength = (np.asarray(counts[[a for a, _, _ in between], [b for _, b, _ in between]]).reshape(-1)
                 if between else np.zeros(0)).astype(np.int64)
     tau = config.tau_for(level)
-    prompt = load_prompt(RELATION_PROMPT)
+    prompt = models.prompts.load(RELATION_PROMPT)
     quote = max(1, config.max_input_tokens // 8)  # tokens of each aggregated description quoted
     texts: list[str] = []
     summarised: list[int] = []

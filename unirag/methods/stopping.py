@@ -11,7 +11,6 @@ rounds, never a missed hop.
 from __future__ import annotations
 
 from unirag.generate.direct import fitted_context
-from unirag.prompts.prompt import load_prompt
 from unirag.operators.context import QueryState
 from unirag.text.replies import read_yes_no
 
@@ -24,7 +23,7 @@ def context_suffices(state: QueryState, prompt: str) -> bool:
     if not state.items:
         return False
     settings = state.resources.settings
-    template = load_prompt(prompt)
+    template = state.prompt(prompt)
     context = fitted_context(state, template, REPLY_TOKENS)
     request = state.request(template, "query.until", max_tokens=REPLY_TOKENS, temperature=settings.chat.temperature,
                             question=state.question, context=context)

@@ -14,7 +14,7 @@ from unirag.errors import WorkspaceError
 from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
 from unirag.progress import Progress
-from unirag.prompts.prompt import Prompt
+from unirag.prompts.prompt import Prompt, PromptLibrary
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -82,6 +82,11 @@ class Resources:
                     "run 'unirag index' on the same sources to rebuild it"
                 ) from None
         return self._loaded[name]
+
+    @property
+    def prompts(self) -> PromptLibrary:
+        """The prompts queries ask: ``WORKSPACE/prompts/NAME.yaml`` first, the packaged ones else."""
+        return PromptLibrary.of_workspace(self.workspace.root)
 
     def derived(self, key: str, build: Callable[[], T]) -> T:
         """A structure derived from loaded artifacts (a lookup table), built once per process."""
@@ -270,6 +275,17 @@ class QueryState:
             self.warn(f"{stage}: prompt '{prompt.name}' cut to fit chat.context_window "
                       f"({settings.chat.context_window} tokens): {', '.join(cut)} shortened")
         return prompt.request(stage, max_tokens=max_tokens, temperature=temperature, json_mode=json_mode, **fitted)
+
+    def prompt(self, name: str) -> Prompt:
+        """Prompt ``name`` (or a prompt file's path) as this workspace has it."""
+        return self.resources.prompts.load(name)
+
+    def answer_prompt(self, name: str) -> Prompt:
+        """The final answer prompt ``name`` in the settings' ``generate.style`` and ``generate.language``."""
+        from unirag.prompts.answer_style import answer_prompt
+
+        generate = self.resources.settings.generate
+        return answer_prompt(self.resources.prompts, name, generate.style, generate.language)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

@@ -207,9 +207,7 @@ def agent_select(
     """Ask the LLM (prompt ``agent_select``) which of the ``candidates`` help
     answer the question; (chosen (id, candidate score) best first, True) or,
     when the reply names none, (the top-k candidates, False)."""
-    from unirag.prompts.prompt import load_prompt
-
-    prompt = load_prompt("agent_select")
+    prompt = state.prompt("agent_select")
     listing = "\n".join(f"{number}. {' '.join(text.split())[:300]}" for number, text in enumerate(texts, start=1))
     request = state.request(prompt, f"query.{operator}", max_tokens=256, json_mode=True,
                              question=state.question, kind=kind, candidates=listing, k=str(k))

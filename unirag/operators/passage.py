@@ -84,12 +84,11 @@ def _evidence_text(reply: str) -> str:
 def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | None, str]:
     """Ask the LLM (prompt ``kgp_next``) what is still missing after ``chunk_id``;
     the embedding of question + reply, or (None, "") when the reply is empty."""
-    from unirag.prompts.prompt import load_prompt
     from unirag.text.tokenizer import get_tokenizer
 
     chunk = state.resources.workspace.get_chunks([chunk_id]).get(chunk_id)
     passage = get_tokenizer().truncate(chunk.indexed_text if chunk else "", MAX_PASSAGE_TOKENS)
-    prompt = load_prompt(PROMPT)
+    prompt = state.prompt(PROMPT)
     request = state.request(prompt, "query.kgp.traverse", max_tokens=128, question=state.question, passage=passage)
     evidence = _evidence_text(state.models.chat.complete(request).text)
     if not evidence:

@@ -56,9 +56,7 @@ def embed_question(state: QueryState) -> None:
 
 
 def _ask(state: QueryState, prompt_name: str, stage: str, max_tokens: int) -> str:
-    from unirag.prompts.prompt import load_prompt
-
-    request = state.request(load_prompt(prompt_name), stage, max_tokens=max_tokens, json_mode=True,
+    request = state.request(state.prompt(prompt_name), stage, max_tokens=max_tokens, json_mode=True,
                             question=state.question)
     return state.models.chat.complete(request).text
 

@@ -411,8 +411,6 @@ def subgraph_agent_path(state: QueryState, top_k: Count = 4) -> list[ContextItem
     first ``top_k`` paths. Writes ``state.paths``; returns ``path`` items
     scored by the kept order (1, then lower).
     """
-    from unirag.prompts.prompt import load_prompt
-
     if not state.paths or top_k <= 0:
         return []
     graph = state.resources.graph()
@@ -420,7 +418,7 @@ def subgraph_agent_path(state: QueryState, top_k: Count = 4) -> list[ContextItem
     for ids in state.paths:
         rows = graph.rows_of(ids).tolist()
         texts.append(path_text(graph, rows)[0] if rows else " -> ".join(ids))
-    prompt = load_prompt("agent_path")
+    prompt = state.prompt("agent_path")
     request = state.request(
         prompt, "query.agent_path", max_tokens=100, question=state.question, k=str(top_k),
         paths="\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1)),

@@ -4,6 +4,10 @@ The version is part of every cache key (``name@version``): editing a prompt
 without bumping its version would silently reuse stale answers, so the loader
 also mixes a hash of the text into the version string it reports.
 
+A workspace may shadow a packaged prompt with its own ``WORKSPACE/prompts/NAME.yaml``
+(:class:`PromptLibrary`), and a method spec may name a prompt file by path: such a
+file carries its own version, and its text hash keeps the cache honest either way.
+
 :meth:`Prompt.request` is the one way a prompt becomes a :class:`ChatRequest`:
 the prompt's cache version always travels with its messages.
 """
@@ -42,6 +46,11 @@ class Prompt:
         """``name@version+hash``: part of every cache key, so an edited prompt never reuses old answers."""
         digest = hashlib.sha256((self.system + "\x00" + self.user).encode()).hexdigest()[:8]
         return f"{self.name}@{self.version}+{digest}"
+
+    @property
+    def fields(self) -> set[str]:
+        """The ``{field}`` names its templates ask for."""
+        return set(_FIELD.findall(self.system)) | set(_FIELD.findall(self.user))
 
     def messages(self, **fields: str) -> tuple[dict[str, str], ...]:
         """Fill ``{field}`` placeholders (only known names; braces in data are safe)."""
@@ -111,7 +120,7 @@ class Prompt:
 
 @lru_cache(maxsize=64)
 def load_prompt(name: str) -> Prompt:
-    """The prompt ``name`` from whichever group folder holds it (names are unique across groups)."""
+    """The packaged prompt ``name`` from whichever group folder holds it (names are unique across groups)."""
     import yaml
 
     path = next((PROMPT_DIR / group / f"{name}.yaml" for group in PROMPT_GROUPS
@@ -127,3 +136,90 @@ def load_prompt(name: str) -> Prompt:
         system=data.get("system", ""),
         user=data["user"],
     )
+
+
+#: A workspace's own prompt files: ``WORKSPACE/prompts/NAME.yaml``.
+WORKSPACE_PROMPTS = "prompts"
+
+
+def is_prompt_path(name: str) -> bool:
+    """Whether a method spec names a prompt file (``./my_answer.yaml``) rather than a prompt."""
+    return name.endswith((".yaml", ".yml")) or "/" in name or "\\" in name
+
+
+def load_prompt_file(path: Path) -> Prompt:
+    """A user's prompt file (a workspace override or a spec's ``prompt: ./file.yaml``).
+
+    Same shape as the packaged files; ``name`` defaults to the file's stem and
+    ``version`` to ``user``. Read again whenever the file changes (size or time), so
+    an edit takes effect in a running process. Any problem is one line naming the file."""
+    try:
+        stat = path.stat()
+    except OSError:
+        raise MethodError(f"prompt file {path}: no such file") from None
+    return _parsed_prompt_file(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _parsed_prompt_file(path: str, mtime_ns: int, size: int) -> Prompt:
+    """The parsed file; ``mtime_ns`` and ``size`` are only the cache key."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise MethodError(f"prompt file {path}: cannot read it ({first})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("user"), str) or not data["user"].strip():
+        raise MethodError(f"prompt file {path}: needs a 'user' template (and optionally name, version, system)")
+    system = data.get("system", "")
+    if not isinstance(system, str):
+        raise MethodError(f"prompt file {path}: 'system' must be text")
+    return Prompt(
+        name=str(data.get("name") or Path(path).stem),
+        version=str(data.get("version", "user")),
+        description=str(data.get("description", "")),
+        system=system,
+        user=data["user"],
+    )
+
+
+@dataclass(frozen=True)
+class PromptLibrary:
+    """The prompts one workspace asks: its ``prompts/NAME.yaml`` first, the packaged file else.
+
+    Why an object handed down rather than a lookup of the current workspace: builders and
+    operators run in worker threads and several workspaces may live in one process; each
+    gets the library of its own workspace (``PromptLibrary()``: the packaged prompts only).
+    """
+
+    overrides: Path | None = None
+
+    @classmethod
+    def of_workspace(cls, root: Path) -> PromptLibrary:
+        return cls(Path(root) / WORKSPACE_PROMPTS)
+
+    def load(self, name: str) -> Prompt:
+        """Prompt ``name`` (a workspace file shadows the packaged one), or the file a path names."""
+        if is_prompt_path(name):
+            return load_prompt_file(Path(name))
+        if self.overrides is not None:
+            path = self.overrides / f"{name}.yaml"
+            if path.is_file():
+                return load_prompt_file(path)
+        return load_prompt(name)
+
+    def overridden(self, *names: str) -> dict[str, str]:
+        """``{name: cache version}`` of those of ``names`` this workspace shadows: what a builder
+        adds to its fingerprint, so an edited override rebuilds the artifact (and a workspace
+        without overrides keeps the fingerprints it had)."""
+        if self.overrides is None:
+            return {}
+        return {name: self.load(name).cache_version for name in names
+                if (self.overrides / f"{name}.yaml").is_file()}
+
+    def has(self, name: str) -> bool:
+        """Whether prompt ``name`` exists here (a workspace file or a packaged one)."""
+        if self.overrides is not None and (self.overrides / f"{name}.yaml").is_file():
+            return True
+        return any((PROMPT_DIR / group / f"{name}.yaml").is_file() for group in PROMPT_GROUPS)
