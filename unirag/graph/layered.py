@@ -94,6 +94,9 @@ class Layer:
     edges: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     edge_texts: list[str] = field(default_factory=list)
+    # What each edge stands for where the algorithm keeps it (LeanRAG: the digest of the
+    # entity-level relations an aggregated relation aggregates); empty: the endpoints' ids.
+    edge_keys: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)

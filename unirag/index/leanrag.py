@@ -463,7 +463,8 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         ]
         edges = np.array([(a, b) for a, b, _ in clustering.between], dtype=np.int64).reshape(-1, 2)
         return Layer(ids=[c.id for c in records], texts=descriptions, vectors=upper, names=names,
-                     entities=[c.entities for c in records], edges=edges, edge_texts=link_texts), links
+                     entities=[c.entities for c in records], edges=edges, edge_texts=link_texts,
+                     edge_keys=digests), links
 
 
 def _aggregate_relations(
@@ -523,9 +524,16 @@ def _aggregate_relations(
 
 
 def _relations_digest(layer: Layer, edge_indices: np.ndarray) -> str:
-    """Which relations a link aggregates: the sorted endpoint id pairs of those edges."""
-    pairs = sorted("\x00".join(sorted((layer.ids[int(u)], layer.ids[int(v)]))) for u, v in layer.edges[edge_indices])
-    return hashlib.sha256("\x01".join(pairs).encode("utf-8")).hexdigest()[:24]
+    """Which entity-level relations a link aggregates. At level 1 its edges are relations
+    between entities: their sorted endpoint id pairs. Above, its edges are the aggregated
+    relations of the level below: their own digests, so a link whose underlying relations
+    did not change keeps its digest even when a cluster at either end gained or lost a
+    member elsewhere (the clusters' ids change then, the relations do not)."""
+    if layer.edge_keys:
+        keys = sorted(layer.edge_keys[int(i)] for i in edge_indices)
+    else:
+        keys = sorted("\x00".join(sorted((layer.ids[int(u)], layer.ids[int(v)]))) for u, v in layer.edges[edge_indices])
+    return hashlib.sha256("\x01".join(keys).encode("utf-8")).hexdigest()[:24]
 
 
 # -- the hierarchy -----------------------------------------------------------------
