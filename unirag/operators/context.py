@@ -254,6 +254,7 @@ class QueryState:
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)  # rounds each ``repeat`` block ran, by its position
+    conversions: list[str] = field(default_factory=list)  # question conversions that ran (entities_nlp, ...)
     # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
     progress: Progress | None = None
     started: float = field(default_factory=time.perf_counter)  # for the query's total seconds
