@@ -95,4 +95,6 @@ def test_method_answers_with_its_promised_context(workspace, question: str, meth
     assert all(item.text.strip() for item in result.context)
     data = result.to_json()
     assert any(key.startswith("operator.") for key in data["timings"]) or not spec.operators
+    # No chat endpoint configured: the LLM question conversions ran as their zero-LLM twins.
+    assert not set(data["conversions"]) & {"entities", "keywords"}
     json.dumps(data)
