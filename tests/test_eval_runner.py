@@ -826,4 +826,4 @@ def test_budgets_score_each_row_at_every_budget(bench: Bench) -> None:
         assert whole["context_tokens"] == row["retrieval"]["context_tokens"]
         assert whole["evidence_recall"] == row["retrieval"]["evidence_recall"]
         assert tiny["items"] == 0 and tiny["evidence_recall"] is None
-        assert set(row["retrieval"]["recall_at"]) == {"2", "5"}
+        assert row["retrieval"]["recall_at"] == {}  # these questions name gold titles, not passage ids
