@@ -31,6 +31,7 @@ PROMISED: dict[str, set[str]] = {
     "zeroshot": set(), "cot": set(),
     "bm25": {"chunk"}, "vanilla": {"chunk"},
     "hipporag": {"chunk"}, "fastgraphrag": {"relationship", "chunk"},
+    "hipporag2": {"chunk"}, "linearrag": {"chunk"},
     "g-retriever": {"subgraph"}, "tog": {"relationship", "entity"}, "dalk": {"path"},
     "lgraphrag": {"entity", "relationship", "chunk", "community"},
     "ggraphrag": {"community"}, "ggraphrag-c0": {"community"}, "ggraphrag-c1": {"community"},

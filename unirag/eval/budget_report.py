@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from unirag.eval.budget import RECALL_AT
-from unirag.eval.report import mean_of, pyplot, table_cell
+from unirag.eval.tables import mean_of, pyplot, table_cell
 
 ALL = "all"
 FIGURES = ("evidence_recall", "answer_in_context", "context_tokens")

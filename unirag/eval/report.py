@@ -20,24 +20,19 @@ Figures use matplotlib's Agg backend (files only, no display needed).
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from unirag.eval.tables import mean_of, pyplot, table_cell
+
 RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
 COST_COLUMNS = ("prompt_tokens", "completion_tokens", "llm_calls")
 TYPE_RECALL = "evidence_recall:"  # + a question type (bridge, 2hop, ...): recall over those questions
 TIME_COLUMNS = ("retrieval_s", "retrieval_p50_s", "retrieval_p95_s", "retrieval_cold_s", "retrieval_llm_s",
                 "generate_s", "total_s")
-
-
-def mean_of(values: Sequence[float | None]) -> float | None:
-    """The mean of the values that are numbers (None and NaN are left out); None when none is."""
-    kept = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(kept) / len(kept) if kept else None
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -97,15 +92,6 @@ def columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
     return ["method", "questions", "errors", *metrics, *RETRIEVAL_COLUMNS, *by_type, *COST_COLUMNS, *TIME_COLUMNS]
 
 
-def table_cell(value: Any) -> str:
-    """A table cell: 4 decimals below 10, 1 above, empty for None."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
-    return str(value)
-
-
 def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = "") -> tuple[Path, Path]:
     """``summary.csv`` and ``summary.md`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -121,16 +107,6 @@ def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = ""
     lines += ["| " + " | ".join(table_cell(s.get(name)) for name in names) + " |" for s in summaries]
     md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return csv_path, md_path
-
-
-def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend (files only: no display needed)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out: Path) -> Path | None:

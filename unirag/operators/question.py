@@ -240,6 +240,12 @@ LLM_CONVERSIONS = {"entities": "entities_nlp", "keywords": "keywords_nlp"}
 """Each conversion that asks the chat model, and its zero-LLM twin."""
 
 
+def real_chat(settings: Settings) -> bool:
+    """Whether a real chat endpoint is configured (the resolved provider is ``openai``): the
+    embedded SmolLM2-135M proves the pipeline but cannot judge entities or facts."""
+    return settings.chat.resolved_provider == "openai"
+
+
 def question_path(settings: Settings) -> str:
     """``llm`` or ``nlp``: how ``entities``/``keywords`` are read. ``retrieval.question_path``
     decides; ``auto`` is ``llm`` only when a real chat endpoint is configured (the resolved
@@ -248,7 +254,7 @@ def question_path(settings: Settings) -> str:
     chosen = settings.retrieval.question_path
     if chosen != "auto":
         return chosen
-    return "llm" if settings.chat.resolved_provider == "openai" else "nlp"
+    return "llm" if real_chat(settings) else "nlp"
 
 
 def conversions_to_run(requested: list[str], settings: Settings) -> list[str]:
