@@ -1,4 +1,4 @@
-"""Synonym edges between entity names (HippoRAG 2 §3.1; HippoRAG §2.2): the ``synonym_edges`` artifact.
+"""Synonym edges between entity names (HippoRAG 2 §3; HippoRAG §2): the ``synonym_edges`` artifact.
 
 HippoRAG links two phrase nodes whose name embeddings have a cosine similarity of at
 least 0.8 ("synonymy edges"), so a walk can cross from "Alan Turing" to "A. M. Turing"

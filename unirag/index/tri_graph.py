@@ -1,4 +1,4 @@
-"""LinearRAG's Tri-Graph (Zhuang et al. 2025, §3.1 "relation-free graph construction"):
+"""LinearRAG's Tri-Graph (Zhuang et al. 2025, "relation-free graph construction"):
 the ``tri_graph`` artifact. Zero LLM calls: spaCy NER and embeddings only.
 
 Three node kinds and two edge kinds, no relation extraction:

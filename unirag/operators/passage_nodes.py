@@ -5,11 +5,11 @@ HippoRAG 2 and LinearRAG put the **passages in the PPR graph** as nodes, seeded 
 their dense similarity to the question, so the walk mixes "which passages look like
 the question" with "which passages the question's entities lead to".
 
-* ``relationship.recognition`` (HippoRAG 2 §3.2, recognition memory): the chat model
+* ``relationship.recognition`` (HippoRAG 2 §3, online retrieval, recognition memory): the chat model
   keeps the candidate facts that help answer the question.
-* ``chunk.ppr`` (HippoRAG 2 §3.2): PPR over entities + passages from the surviving facts.
-* ``node.activate`` (LinearRAG §3.2, relevant entity activation via semantic bridging).
-* ``chunk.importance`` (LinearRAG §3.3, passage retrieval via global importance aggregation).
+* ``chunk.ppr`` (HippoRAG 2 §3, online retrieval): PPR over entities + passages from the surviving facts.
+* ``node.activate`` (LinearRAG retrieval stage (i): relevant entity activation via semantic bridging).
+* ``chunk.importance`` (LinearRAG stage (ii): passage retrieval via global importance aggregation).
 
 Dense passage scores are over every passage (the ``chunk_vectors`` matrix), min-max
 normalised as both papers' code does; the walks are sparse power iterations
@@ -93,7 +93,7 @@ def entities_and_passages(entity_block: Any, incidence: Any) -> Any:
 def relationship_recognition(
     state: QueryState, top_k: Count = 5, mode: Literal["auto", "llm", "none"] = "auto",
 ) -> list[ContextItem]:
-    """HippoRAG 2's recognition memory (§3.2): the chat model keeps, among the candidate
+    """HippoRAG 2's recognition memory (§3, online retrieval): the chat model keeps, among the candidate
     facts ``state.relationships`` (the top ``relationship.vdb`` hits), those relevant to the
     question; the kept ones keep their scores. Writes ``state.relationships``.
 
@@ -120,7 +120,7 @@ def relationship_recognition(
 
 
 def phrase_weights(graph: GraphIndex, facts: dict[str, float], link_top_k: int) -> np.ndarray:
-    """Seed weights of the facts' subject and object phrases (HippoRAG 2 §3.2): each end gets
+    """Seed weights of the facts' subject and object phrases (HippoRAG 2 §3, online retrieval): each end gets
     the fact's score divided by the number of passages it occurs in (a phrase found
     everywhere says little), averaged over the facts naming it; only the ``link_top_k``
     best phrases are kept."""
@@ -146,7 +146,7 @@ def phrase_weights(graph: GraphIndex, facts: dict[str, float], link_top_k: int) 
 
 
 def hipporag2_transition(graph: GraphIndex, synonyms: SynonymEdges | None) -> Any:
-    """HippoRAG 2's graph (§3.1): phrase nodes joined by fact (relation) edges, weighted by
+    """HippoRAG 2's graph (§3, offline indexing): phrase nodes joined by fact (relation) edges, weighted by
     the passages stating the fact, and synonym edges, weighted by similarity; passage nodes
     joined to the phrases they contain (context edges, weight 1)."""
     from scipy.sparse import coo_matrix
@@ -173,7 +173,7 @@ def chunk_ppr(
     state: QueryState, top_k: Count = 4, link_top_k: Count = 5, passage_node_weight: Weight = 0.05,
     damping: Damping = 0.5, synonyms: bool = True,
 ) -> list[ContextItem]:
-    """Top-k passages by personalised PageRank over phrases and passages (HippoRAG 2 §3.2).
+    """Top-k passages by personalised PageRank over phrases and passages (HippoRAG 2 §3, online retrieval).
 
     Restart vector: the facts' phrases (:func:`phrase_weights` of ``state.relationships``)
     and every passage at its min-max normalised dense score x ``passage_node_weight``
@@ -201,7 +201,7 @@ def chunk_ppr(
 def node_activate(
     state: QueryState, max_iterations: Count = 3, top_sentences: Count = 1, threshold: Share = 0.5,
 ) -> list[ContextItem]:
-    """Relevant entity activation by semantic bridging over the Tri-Graph (LinearRAG §3.2).
+    """Relevant entity activation by semantic bridging over the Tri-Graph (LinearRAG stage (i)).
 
     Each question entity (``entities_nlp``, lower-cased as LinearRAG's query NER) is linked
     to its most similar Tri-Graph entity, which is activated at that similarity. Then, for
@@ -260,7 +260,7 @@ def chunk_importance(
     state: QueryState, top_k: Count = 4, passage_ratio: Weight = 1.5, passage_node_weight: Weight = 0.05,
     damping: Damping = 0.5,
 ) -> list[ContextItem]:
-    """Top-k passages by global importance aggregation over the Tri-Graph (LinearRAG §3.3).
+    """Top-k passages by global importance aggregation over the Tri-Graph (LinearRAG stage (ii)).
 
     Restart vector: the activated entities at their summed activation (``node.activate``),
     and every passage at ``(passage_ratio x dense + log(1 + bonus)) x passage_node_weight``,
