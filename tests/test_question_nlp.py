@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
-from unirag.errors import MethodError, UniragError
+from tests.test_extract_nlp import extractor  # noqa: F401  (the shared spaCy fixture)
+from unirag.errors import MethodError
 from unirag.graph.extract_nlp import NlpExtractor
 from unirag.llm.base import UsageLedger
 from unirag.methods.spec import MethodSpec, builtin_methods
@@ -15,16 +16,6 @@ from unirag.operators.registry import conversion_registry
 from unirag.workspace import Workspace
 
 pytest.importorskip("spacy")
-
-
-@pytest.fixture(scope="module")
-def extractor() -> NlpExtractor:
-    ex = NlpExtractor()
-    try:
-        ex._load()
-    except UniragError as exc:
-        pytest.skip(str(exc))
-    return ex
 
 
 @pytest.fixture

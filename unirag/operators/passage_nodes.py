@@ -67,8 +67,10 @@ def dense_passage_scores(state: QueryState, chunk_ids: list[str], origin: str) -
 
     order = state.resources.derived(f"chunk_vector_rows:{origin}", rows)
     similarities = np.asarray(matrix @ np.asarray(state.query_vector, dtype=np.float32), dtype=np.float64)
-    scores = np.where(order >= 0, similarities[np.maximum(order, 0)], similarities.min(initial=0.0))
-    return np.where(order >= 0, min_max(scores), 0.0)
+    scores = np.zeros(len(chunk_ids))
+    present = order >= 0
+    scores[present] = min_max(similarities[order[present]])
+    return scores
 
 
 def ranked_passages(state: QueryState, chunk_ids: list[str], scores: np.ndarray, top_k: int,
