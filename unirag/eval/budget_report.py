@@ -96,10 +96,13 @@ def plot_recall_vs_budget(summaries: Sequence[dict[str, Any]], out: Path) -> Pat
         return None
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(8, 5.5))
-    for method, line in points.items():
+    styles = ("-", "--", ":", "-.")  # the colour cycle has 10 colours: more methods change the line style
+    for number, (method, line) in enumerate(points.items()):
         line.sort()
-        axes.plot([b for b, _ in line], [r for _, r in line], marker="o", label=method)
+        axes.plot([b for b, _ in line], [r for _, r in line], marker="o", label=method,
+                  linestyle=styles[(number // 10) % len(styles)])
     axes.set_xscale("log")
+    axes.minorticks_off()
     axes.set_xticks(sorted({b for line in points.values() for b, _ in line}),
                     labels=[f"{b:,}" for b in sorted({b for line in points.values() for b, _ in line})])
     axes.set_xlabel("context budget (tokens)")
