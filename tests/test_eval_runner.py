@@ -79,7 +79,8 @@ BM25_SOURCES = {"q1": ["Paris", "Tokyo"], "q2": ["Quokka"], "q3": ["Nile"]}
 BM25_RECALL = {"q1": 1.0, "q2": 1.0, "q3": 0.5}
 # the scripted answer is the first passage's title: right for q1 and q3, wrong for q2
 BM25_ACCURACY = {"q1": 1.0, "q2": 0.0, "q3": 1.0}
-ROW_FIELDS = {"dataset", "method", "question_id", "question", "kind", "gold", "answer", "metrics", "retrieval",
+ROW_FIELDS = {"dataset", "method", "question_id", "question", "kind", "question_type", "gold", "answer", "metrics",
+              "retrieval", "conversions",
               "usage", "seconds", "context", "error", "cold"}
 
 
@@ -111,9 +112,10 @@ class Bench:
     def out(self) -> Path:
         return self.root / "out"
 
-    def answer(self, methods: list[MethodSpec], chat: Any = None, generate: bool = True) -> EvalProgress:
+    def answer(self, methods: list[MethodSpec], chat: Any = None, generate: bool = True,
+               budgets: list[int] | None = None) -> EvalProgress:
         stack = fake_stack(self.settings, self.ws, chat=chat)
-        plan = EvalPlan(self.dataset, methods, self.out, generate=generate)
+        plan = EvalPlan(self.dataset, methods, self.out, generate=generate, budgets=budgets or [])
         return answer_all(self.ws, self.settings, stack, plan, Progress(), self.warnings.append)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -813,3 +815,15 @@ def test_cli_questions_on_an_empty_workspace_is_an_error(tmp_path: Path, cli_fak
     """No corpus, no questions: one line saying to index first."""
     ok("init", tmp_path / "ws")
     one_line_error(invoke("questions", "-w", tmp_path / "ws", "-o", tmp_path / "out"), "index documents first")
+
+
+def test_budgets_score_each_row_at_every_budget(bench: Bench) -> None:
+    """A budget as large as the context gives the whole context's figures; a tiny one an empty context."""
+    bench.answer(specs("vanilla"), generate=False, budgets=[1, 100_000])
+    for row in bench.rows():
+        assert set(row["budgets"]) == {"1", "100000"}
+        whole, tiny = row["budgets"]["100000"], row["budgets"]["1"]
+        assert whole["context_tokens"] == row["retrieval"]["context_tokens"]
+        assert whole["evidence_recall"] == row["retrieval"]["evidence_recall"]
+        assert tiny["items"] == 0 and tiny["evidence_recall"] is None
+        assert row["retrieval"]["recall_at"] == {}  # these questions name gold titles, not passage ids

@@ -31,6 +31,7 @@ PROMISED: dict[str, set[str]] = {
     "zeroshot": set(), "cot": set(),
     "bm25": {"chunk"}, "vanilla": {"chunk"},
     "hipporag": {"chunk"}, "fastgraphrag": {"relationship", "chunk"},
+    "hipporag2": {"chunk"}, "linearrag": {"chunk"},
     "g-retriever": {"subgraph"}, "tog": {"relationship", "entity"}, "dalk": {"path"},
     "lgraphrag": {"entity", "relationship", "chunk", "community"},
     "ggraphrag": {"community"}, "ggraphrag-c0": {"community"}, "ggraphrag-c1": {"community"},
@@ -95,4 +96,6 @@ def test_method_answers_with_its_promised_context(workspace, question: str, meth
     assert all(item.text.strip() for item in result.context)
     data = result.to_json()
     assert any(key.startswith("operator.") for key in data["timings"]) or not spec.operators
+    # No chat endpoint configured: the LLM question conversions ran as their zero-LLM twins.
+    assert not set(data["conversions"]) & {"entities", "keywords"}
     json.dumps(data)

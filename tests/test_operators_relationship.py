@@ -172,8 +172,10 @@ def test_agent_reads_relationship_names_and_falls_back(hand) -> None:
 
 
 def test_hipporag_like_chain_through_the_runner(hand) -> None:
-    """Link + PPR + Aggregator (survey Table 3, HippoRAG) run by the one runner."""
+    """Link + PPR + Aggregator (survey Table 3, HippoRAG) run by the one runner, question
+    entities by the (scripted) chat model: retrieval.question_path llm."""
     ws, settings, _ = hand
+    settings = settings.model_copy(update={"retrieval": settings.retrieval.model_copy(update={"question_path": "llm"})})
 
     chat = ScriptedChat(answers={"question_entities": lambda user: '{"entities": ["Radium"]}'})
     spec = MethodSpec(

@@ -35,8 +35,8 @@ def convert(name: str, state: QueryState) -> QueryState:
     return state
 
 
-def test_registry_has_the_three_conversions() -> None:
-    assert set(conversion_registry()) == {"embedding", "entities", "keywords"}
+def test_registry_has_the_conversions() -> None:
+    assert set(conversion_registry()) == {"embedding", "entities", "keywords", "entities_nlp", "keywords_nlp"}
     assert all(spec.summary for spec in conversion_registry().values())
 
 

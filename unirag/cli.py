@@ -622,6 +622,12 @@ def evaluate(
                                                    "still ask the model)")
     ] = False,
     extractor: Annotated[str | None, typer.Option("--extractor", help="entity extractor: llm | nlp")] = None,
+    budget: Annotated[str | None, typer.Option("--budget", help="also score every context cut to these token "
+                                               "budgets, in the method's own order (e.g. 500,1000,2000)")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", help="items per retrieval operator "
+                                              "(retrieval.top_k; raise it so contexts can fill the budgets)")] = None,
+    question_path: Annotated[str | None, typer.Option("--question-path", help="question entities/keywords: "
+                                                      "llm | nlp | auto (retrieval.question_path)")] = None,
     judge: Annotated[
         str | None, typer.Option("--judge", help="LLM judge: pairwise,absolute,claims (any of them)")
     ] = None,
@@ -659,9 +665,18 @@ def evaluate(
         raise UniragError("--judge needs answers: drop --retrieve-only")
     if replicates < 1:
         raise UniragError(f"--replicates must be at least 1, not {replicates}")
+    if question_path not in (None, "llm", "nlp", "auto"):
+        raise UniragError(f"unknown question path '{question_path}' (known: llm, nlp, auto)")
+    from unirag.eval.budget import parse_budgets
+
+    try:
+        budgets = parse_budgets(budget)
+    except ValueError as exc:
+        raise UniragError(f"--budget: {exc}") from None
     data = load_dataset(dataset, limit=limit, fmt=fmt, data_dir=data_dir)
     settings = _settings(workspace, graph__extractor=extractor, chat__base_url=chat_base_url,
-                         chat__model=chat_model, concurrency=concurrency)
+                         chat__model=chat_model, concurrency=concurrency, retrieval__top_k=top_k,
+                         retrieval__question_path=question_path)
     progress = _show_progress(quiet or as_json)
     ws = Workspace.init(workspace)
     try:
@@ -669,7 +684,7 @@ def evaluate(
         prepared = prepare_workspace(ws, settings, stack, data, specs, progress, _warn)
         if prepared["built"]:
             _err(f"built what the methods need: {', '.join(prepared['built'])}")
-        plan = EvalPlan(data, specs, out, generate=not retrieve_only)
+        plan = EvalPlan(data, specs, out, generate=not retrieve_only, budgets=budgets)
         try:
             done = answer_all(ws, settings, stack, plan, progress, _warn)
         except KeyboardInterrupt:

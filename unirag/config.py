@@ -146,6 +146,11 @@ class RetrievalSettings(_Section):
     max_question_tokens: int = Field(
         2000, gt=0, description="longer questions are refused (every prompt must still fit chat.context_window)"
     )
+    question_path: Literal["auto", "llm", "nlp"] = Field(
+        "auto",
+        description="how a method's question entities/keywords are read: llm (the chat model), nlp (spaCy, "
+        "zero-LLM: entities_nlp/keywords_nlp); auto = llm when a chat endpoint is configured, else nlp",
+    )
 
 
 class GenerateSettings(_Section):
@@ -502,6 +507,7 @@ retrieval:
   top_k: 4
   build_wait: 600   # seconds a query waits while another process builds what it needs
   max_question_tokens: 2000   # longer questions are refused
+  question_path: auto   # question entities/keywords: llm, nlp (spaCy, zero-LLM); auto = llm with a chat endpoint
 
 concurrency: 4
 max_retries: 5

@@ -115,6 +115,24 @@ class Question:
         return asdict(self)
 
 
+_HOPS = re.compile(r"^(\d+)hop")
+
+
+def question_type(question: Question) -> str:
+    """The kind of reasoning a multi-hop question asks for, where the dataset says it:
+    HotpotQA's and 2Wiki's ``type`` (bridge, comparison, ...), MuSiQue's hop count
+    (``2hop``/``3hop``/``4hop``: the id's prefix, else the length of its
+    ``question_decomposition``); "" for other datasets."""
+    kind = question.meta.get("type")
+    if isinstance(kind, str) and kind:
+        return kind
+    hops = _HOPS.match(question.id)
+    if hops:
+        return f"{hops.group(1)}hop"
+    steps = question.meta.get("question_decomposition")
+    return f"{len(steps)}hop" if isinstance(steps, list) and steps else ""
+
+
 @dataclass
 class Dataset:
     """Questions plus a way to read the corpus they are asked over.

@@ -8,6 +8,11 @@
   tokens (or context tokens when nothing was generated), the survey's
   cost/quality view.
 * ``winrate_<criterion>.png``: pairwise win-rate heat maps (survey figures 6-10).
+* with ``--budget``: ``budget_summary.csv``, a table per budget in ``summary.md`` and
+  ``evidence_recall_vs_budget.png`` (:mod:`unirag.eval.budget_report`).
+
+Rows of typed questions (HotpotQA bridge/comparison, MuSiQue 2/3/4-hop) also give
+``evidence_recall:<type>`` columns.
 
 Figures use matplotlib's Agg backend (files only, no display needed).
 """
@@ -15,24 +20,19 @@ Figures use matplotlib's Agg backend (files only, no display needed).
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from unirag.errors import import_optional
+from unirag.eval.tables import mean_of, pyplot, table_cell
 
 RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
 COST_COLUMNS = ("prompt_tokens", "completion_tokens", "llm_calls")
+TYPE_RECALL = "evidence_recall:"  # + a question type (bridge, 2hop, ...): recall over those questions
 TIME_COLUMNS = ("retrieval_s", "retrieval_p50_s", "retrieval_p95_s", "retrieval_cold_s", "retrieval_llm_s",
                 "generate_s", "total_s")
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    kept = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(kept) / len(kept) if kept else None
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -65,17 +65,20 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         summary: dict[str, Any] = {"method": method, "questions": len(ok),
                                    "errors": len(method_rows) - len(ok)}
         for name in metric_names:
-            summary[name] = _mean([r["metrics"].get(name) for r in ok])
+            summary[name] = mean_of([r["metrics"].get(name) for r in ok])
         for name in RETRIEVAL_COLUMNS:
-            summary[name] = _mean([r["retrieval"].get(name) for r in ok])
+            summary[name] = mean_of([r["retrieval"].get(name) for r in ok])
+        for kind in sorted({r.get("question_type") or "" for r in ok} - {""}):
+            summary[f"{TYPE_RECALL}{kind}"] = mean_of([r["retrieval"].get("evidence_recall") for r in ok
+                                                       if r.get("question_type") == kind])
         for name in COST_COLUMNS:
-            summary[name] = _mean([r["usage"].get(name) for r in ok])
+            summary[name] = mean_of([r["usage"].get(name) for r in ok])
         summary.update({
-            "retrieval_s": _mean(retrieval_s), "retrieval_p50_s": _percentile(warm_s, 50),
-            "retrieval_p95_s": _percentile(warm_s, 95), "retrieval_cold_s": _mean(cold_s),
-            "retrieval_llm_s": _mean([r["seconds"]["retrieval_llm"] for r in ok]),
-            "generate_s": _mean([r["seconds"]["generate"] for r in ok]),
-            "total_s": _mean([r["seconds"]["total"] for r in ok]),
+            "retrieval_s": mean_of(retrieval_s), "retrieval_p50_s": _percentile(warm_s, 50),
+            "retrieval_p95_s": _percentile(warm_s, 95), "retrieval_cold_s": mean_of(cold_s),
+            "retrieval_llm_s": mean_of([r["seconds"]["retrieval_llm"] for r in ok]),
+            "generate_s": mean_of([r["seconds"]["generate"] for r in ok]),
+            "total_s": mean_of([r["seconds"]["total"] for r in ok]),
         })
         out.append(summary)
     return out
@@ -83,17 +86,10 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
     """Table columns: method and counts, answer metrics, retrieval, cost, time."""
-    fixed = {"method", "questions", "errors", *RETRIEVAL_COLUMNS, *COST_COLUMNS, *TIME_COLUMNS}
+    by_type = sorted({key for s in summaries for key in s if key.startswith(TYPE_RECALL)})
+    fixed = {"method", "questions", "errors", *RETRIEVAL_COLUMNS, *by_type, *COST_COLUMNS, *TIME_COLUMNS}
     metrics = sorted({key for s in summaries for key in s} - fixed)
-    return ["method", "questions", "errors", *metrics, *RETRIEVAL_COLUMNS, *COST_COLUMNS, *TIME_COLUMNS]
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
-    return str(value)
+    return ["method", "questions", "errors", *metrics, *RETRIEVAL_COLUMNS, *by_type, *COST_COLUMNS, *TIME_COLUMNS]
 
 
 def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = "") -> tuple[Path, Path]:
@@ -105,18 +101,12 @@ def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = ""
         writer = csv.writer(handle)
         writer.writerow(names)
         for summary in summaries:
-            writer.writerow([_cell(summary.get(name)) for name in names])
+            writer.writerow([table_cell(summary.get(name)) for name in names])
     lines = [f"# {title}", ""] if title else []
     lines += ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    lines += ["| " + " | ".join(_cell(s.get(name)) for name in names) + " |" for s in summaries]
+    lines += ["| " + " | ".join(table_cell(s.get(name)) for name in names) + " |" for s in summaries]
     md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return csv_path, md_path
-
-
-def _pyplot() -> Any:
-    matplotlib = import_optional("matplotlib", "eval", "the evaluation plots")
-    matplotlib.use("Agg")
-    return import_optional("matplotlib.pyplot", "eval", "the evaluation plots")
 
 
 def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out: Path) -> Path | None:
@@ -127,7 +117,7 @@ def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out:
               if s.get(metric) is not None and s.get(cost) is not None]
     if not points:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(7, 5))
     axes.scatter([p[0] for p in points], [p[1] for p in points])
     for x, y, label in points:
@@ -144,7 +134,7 @@ def plot_metric_vs_tokens(summaries: Sequence[dict[str, Any]], metric: str, out:
 
 def plot_win_rates(methods: Sequence[str], matrix: np.ndarray, criterion: str, out: Path) -> Path:
     """Heat map of ``matrix[i][j]`` = how often method i beat method j on ``criterion``."""
-    plt = _pyplot()
+    plt = pyplot()
     size = max(4.0, 0.6 * len(methods) + 2)
     figure, axes = plt.subplots(figsize=(size, size))
     shown = np.ma.masked_invalid(np.asarray(matrix, dtype=float))
@@ -187,4 +177,10 @@ def write_report(
         path = plot_metric_vs_tokens(summaries, metric, out)
         if path is not None:
             files.append(str(path))
-    return {"summaries": summaries, "files": files}
+    from unirag.eval.budget_report import write_budget_report
+
+    budgets, budget_files, markdown = write_budget_report(rows, out)
+    if markdown:
+        with open(out / "summary.md", "a", encoding="utf-8") as handle:
+            handle.write(markdown)
+    return {"summaries": summaries, "files": files + budget_files, "budgets": budgets}

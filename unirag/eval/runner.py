@@ -20,21 +20,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from unirag.config import Settings
-from unirag.eval.datasets import Dataset, Question
+from unirag.eval.budget import budget_figures, recall_at, retrieval_figures
+from unirag.eval.datasets import Dataset, Question, question_type
 from unirag.eval.jsonl import end_cut_line, read_rows
-from unirag.eval.metrics import (
-    answer_in_context,
-    context_tokens,
-    evidence_recall,
-    normalize_answer,
-    score_answer,
-)
+from unirag.eval.metrics import normalize_answer, score_answer
 from unirag.llm.factory import ModelStack
 from unirag.methods.runner import MethodRunner, QueryResult
 from unirag.methods.spec import MethodSpec
@@ -77,6 +72,7 @@ class EvalPlan:
     methods: list[MethodSpec]
     out: Path
     generate: bool = True
+    budgets: list[int] = field(default_factory=list)  # token budgets the context is also scored at
 
 
 @dataclass
@@ -99,6 +95,11 @@ class PassageLookup:
         for chunk_id, chunk in self.workspace.get_chunks(missing).items():
             self._chunks[chunk_id] = (chunk.doc_id, chunk.title)
 
+    def ranked_documents(self, chunk_ids: list[str]) -> list[str]:
+        """The distinct documents of ``chunk_ids``, in the order they first appear."""
+        self._load(set(chunk_ids))
+        return list(dict.fromkeys(self._chunks[c][0] for c in chunk_ids if c in self._chunks))
+
     def passages(self, items: list[Any]) -> tuple[set[str], set[str]]:
         """(document ids, titles) of the passages quoted in the context (chunks, tree
         leaves) or that its entities and relationships were extracted from.
@@ -114,24 +115,12 @@ class PassageLookup:
         return {doc for doc, _ in found}, {title for _, title in found if title}
 
 
-PASSAGE_KINDS = ("chunk", "entity", "relationship")  # items that lead back to passages
-
-
-def context_text(result: QueryResult) -> str:
-    return "\n".join(item.text for item in result.context)
-
-
 def answer_row(
     dataset: str, question: Question, result: QueryResult, passages: PassageLookup,
-    count_tokens: Callable[[str], int], generated: bool,
+    count_tokens: Callable[[str], int], generated: bool, budgets: Sequence[int] = (),
 ) -> dict[str, Any]:
-    """One JSONL row: the answer, its metrics, the retrieval-level figures, cost and time."""
-    text = context_text(result)
-    doc_ids, titles = passages.passages(result.context)
-    recall = (evidence_recall(sorted(doc_ids), question.evidence_ids) if question.evidence_ids
-              else evidence_recall(sorted(titles), question.evidence))
-    if not any(item.kind in PASSAGE_KINDS for item in result.context):
-        recall = None  # no context, or only reports, summaries, paths: no passage to count (not a 0)
+    """One JSONL row: the answer, its metrics, the retrieval-level figures (of the whole
+    context, and of the context cut to each of ``budgets``), cost and time."""
     kind = metric_kind(question)
     metrics: dict[str, float] = {}
     if generated:
@@ -141,15 +130,13 @@ def answer_row(
         )
     timings = result.timings
     usage = result.usage()
-    return {
+    row = {
         "dataset": dataset, "method": result.method, "question_id": question.id, "question": question.question,
-        "kind": kind, "gold": question.answers[:5], "answer": result.answer, "metrics": metrics,
-        "retrieval": {
-            "evidence_recall": recall,
-            "answer_in_context": answer_in_context(text, question.answers) if question.answers else None,
-            "context_tokens": context_tokens(text, count_tokens),
-            "items": len(result.context), "passages": len(doc_ids),
-        },
+        "kind": kind, "question_type": question_type(question), "gold": question.answers[:5],
+        "answer": result.answer, "metrics": metrics,
+        "retrieval": {**retrieval_figures(result.context, question, passages, count_tokens),
+                      "recall_at": recall_at(result.context, question, passages)},
+        "conversions": result.conversions,
         "usage": {key: usage[key] for key in ("llm_calls", "cache_hits", "prompt_tokens", "completion_tokens",
                                               "cut_replies")},
         "seconds": {
@@ -162,6 +149,9 @@ def answer_row(
                      "score": round(i.score, 6)} for i in result.context],
         "error": None,
     }
+    if budgets:
+        row["budgets"] = budget_figures(result.context, question, passages, count_tokens, budgets)
+    return row
 
 
 def error_row(dataset: str, method: str, question: Question, error: BaseException) -> dict[str, Any]:
@@ -204,7 +194,7 @@ def answer_all(
         for question, spec in todo:
             try:
                 result = runner.run(spec, question.question, generate=plan.generate)
-                row = answer_row(plan.dataset.name, question, result, passages, count, plan.generate)
+                row = answer_row(plan.dataset.name, question, result, passages, count, plan.generate, plan.budgets)
                 row["cold"] = spec.name not in warm  # its retrieval time includes loading indices
                 warm.add(spec.name)
                 report.done += 1

@@ -214,6 +214,20 @@ class _Tokens:
         return chain
 
 
+@dataclass(frozen=True)
+class QuestionTerms:
+    """A question read by :meth:`NlpExtractor.read_question`.
+
+    ``entities``: the names the extractor would make graph nodes of (NER types, proper-noun
+    chunks), cleaned the same way. ``phrases``: the heads of its common-noun chunks with
+    the adjectives and nouns right before them ("first president", "association"): what
+    the question is about, beyond its names.
+    """
+
+    entities: list[str] = field(default_factory=list)
+    phrases: list[str] = field(default_factory=list)
+
+
 class NlpExtractor:
     """Entities and relationships per chunk from spaCy, without any LLM call."""
 
@@ -280,6 +294,36 @@ class NlpExtractor:
         docs = nlp.pipe(prepared, batch_size=self.batch_size, n_process=self.n_process)
         for chunk, doc in zip(chunks, docs, strict=True):
             yield self._extract_doc(chunk, doc, nlp)
+
+    def read_question(self, question: str) -> QuestionTerms:
+        """What a question names, read as a passage is read: the same NER, proper-noun
+        chunks and name cleaning give :attr:`QuestionTerms.entities` (so a question's
+        "the Eiffel Tower's" links to the node "Eiffel Tower"), and its common-noun
+        chunks give the broader :attr:`QuestionTerms.phrases` (zero-LLM question
+        conversions: ``entities_nlp``, ``keywords_nlp``)."""
+        text = " ".join(question.split())
+        if not text:
+            return QuestionTerms()
+        nlp = self._load()
+        self._pos = _PosIds.from_spacy()
+        chunk = Chunk(id="question", doc_id="question", index=0, text=text, title="", n_tokens=0, source="")
+        doc = nlp(self._prepare(nlp, chunk))
+        entities = [mention.name for mention in self._extract_doc(chunk, doc, nlp).entities]
+        tok = _Tokens(doc)
+        names = _Names(nlp, doc, tok, self._pos)
+        taken = {name.casefold() for name in entities}
+        phrases: dict[str, str] = {}
+        for noun_chunk in doc.noun_chunks:
+            root = tok.root(noun_chunk.start, noun_chunk.end)
+            if tok.pos[root] != self._pos.noun:
+                continue  # a name is an entity already; a pronoun names nothing
+            start = root  # the head with the modifiers right before it: "the Tower's first architect" -> "first architect"
+            while start > noun_chunk.start and tok.pos[start - 1] in (self._pos.noun, self._pos.adj):
+                start -= 1
+            phrase = names.text(start, root + 1)
+            if names.acceptable(phrase, start, root + 1) and phrase.casefold() not in taken:
+                phrases.setdefault(phrase.casefold(), phrase)
+        return QuestionTerms(entities=entities, phrases=list(phrases.values()))
 
     # --- per chunk ---------------------------------------------------------
 
@@ -535,12 +579,14 @@ class _PosIds:
     propn: int = -1
     verb: int = -1
     aux: int = -1
+    noun: int = -1
+    adj: int = -1
 
     @classmethod
     def from_spacy(cls) -> _PosIds:
-        from spacy.symbols import AUX, PRON, PROPN, VERB
+        from spacy.symbols import ADJ, AUX, NOUN, PRON, PROPN, VERB
 
-        return cls(pron=PRON, propn=PROPN, verb=VERB, aux=AUX)
+        return cls(pron=PRON, propn=PROPN, verb=VERB, aux=AUX, noun=NOUN, adj=ADJ)
 
 
 class _Names:

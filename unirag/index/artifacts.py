@@ -168,6 +168,19 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
     return build
 
 
+def _synonym_edges(ctx: BuildContext) -> bool:
+    from unirag.index.synonyms import build_synonym_edges
+
+    return build_synonym_edges(ctx.workspace, ctx.store.shared_graph, ctx.inputs_of("entity_name_vectors"),
+                               ctx.progress)
+
+
+def _tri_graph(ctx: BuildContext) -> bool:
+    from unirag.index.tri_graph import build_tri_graph
+
+    return build_tri_graph(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress)
+
+
 def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
         from unirag.index.vector_artifacts import index_given_vectors, vector_files
@@ -527,6 +540,10 @@ def _specs() -> list[ArtifactSpec]:
                               ("communities:hygrag",), _hygrag_node_vectors))
     specs.append(ArtifactSpec("chnsw", "ArchRAG C-HNSW: entities + every community layer in one index",
                               _chnsw_needs("archrag"), _chnsw("archrag")))
+    specs.append(ArtifactSpec("synonym_edges", "HippoRAG 2 synonym edges: entity names at least 0.8 similar",
+                              ("graph", "entity_name_vectors"), _synonym_edges))
+    specs.append(ArtifactSpec("tri_graph", "LinearRAG Tri-Graph: entities, sentences, passages (spaCy NER + "
+                              "embeddings, zero LLM calls)", ("chunk_vectors",), _tri_graph))
     for name, (base, preset) in HIERARCHY_VARIANTS.items():
         specs.append(ArtifactSpec(f"communities:{name}", f"{summaries[base]}, variant {preset}",
                                   _HIERARCHY_NEEDS[base], _hierarchy(name), variant=True))

@@ -21,7 +21,7 @@ from unirag.llm.factory import ModelStack
 from unirag.methods.spec import MethodSpec, OperatorCall, RepeatBlock, Rounds
 from unirag.methods.stopping import context_suffices
 from unirag.operators.context import ContextItem, QueryState, Resources
-from unirag.operators.question import check_question
+from unirag.operators.question import check_question, conversions_to_run
 from unirag.operators.registry import conversion_registry, operator_registry
 from unirag.progress import Progress
 from unirag.workspace import Workspace
@@ -44,6 +44,9 @@ class QueryResult:
     warnings: list[str] = field(default_factory=list)
     # The model was asked for an answer and gave none (only whitespace).
     empty_answer: bool = False
+    # The question conversions that ran, in order: ``entities_nlp`` where the spec's
+    # ``entities`` was read without the chat model (retrieval.question_path).
+    conversions: list[str] = field(default_factory=list)
 
     def usage(self) -> dict[str, Any]:
         total = self.ledger.total()
@@ -70,6 +73,7 @@ class QueryResult:
             "rounds": self.rounds,
             "warnings": self.warnings,
             "empty_answer": self.empty_answer,
+            "conversions": self.conversions,
             **({"refreshed": {"artifacts": self.refreshed,
                               "usage_by_stage": self.refresh_ledger.to_json() if self.refresh_ledger else {}}}
                if self.refreshed else {}),
@@ -108,7 +112,8 @@ class MethodRunner:
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)
         conversions = conversion_registry()
-        for name in spec.question:
+        state.conversions = conversions_to_run(spec.question, self.settings)
+        for name in state.conversions:
             tick = time.perf_counter()
             conversions[name].fn(state)
             state.timings[f"question.{name}"] = time.perf_counter() - tick
@@ -137,7 +142,8 @@ class MethodRunner:
         if empty:
             state.warn("the model returned an empty answer; try again, another method, or a larger model")
         return QueryResult(state.question, spec.name, answer, raw, state.items, state.models.ledger, state.timings,
-                           state.rounds, warnings=list(state.warnings), empty_answer=empty)
+                           state.rounds, warnings=list(state.warnings), empty_answer=empty,
+                           conversions=list(state.conversions))
 
     def _run_call(self, state: QueryState, call: OperatorCall, key: str) -> None:
         """One operator: its items join the context (unless ``emit: false``); its seconds go to ``key.op``."""

@@ -135,7 +135,8 @@ class MethodSpec(BaseModel):
             problem = spec.invalid_param(call.params)
             if problem:
                 raise MethodError(f"{where}: {at} {call.op}.{problem.name}: {problem.message}")
-            missing = [need for need in spec.needs_for(call.params) if need not in self.question]
+            provided = {conversions[name].provided for name in self.question}
+            missing = [need for need in spec.needs_for(call.params) if need not in provided]
             if missing:
                 raise MethodError(f"{where}: {at}: operator {call.op} needs question conversion {', '.join(missing)}")
         from unirag.prompts.prompt import PromptLibrary

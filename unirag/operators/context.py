@@ -20,6 +20,8 @@ from unirag.workspace import Workspace
 if TYPE_CHECKING:
     from unirag.index.bm25 import Bm25Index
     from unirag.index.hierarchy import Community
+    from unirag.index.synonyms import SynonymEdges
+    from unirag.index.tri_graph import TriGraph
     from unirag.index.tfidf import TfidfIndex
     from unirag.index.vectors import HnswIndex
     from unirag.operators.graph_index import GraphIndex
@@ -68,20 +70,23 @@ class Resources:
         self.settings = settings
         self._loaded: dict[str, Any] = {}
 
-    def _artifact(self, name: str, loader: Callable[[], T]) -> T:
-        if name not in self._loaded:
+    def _artifact(self, name: str, loader: Callable[[], T], cache_key: str | None = None) -> T:
+        """Artifact ``name`` as ``loader`` reads it, once per process (under ``cache_key`` when
+        one artifact is read two ways: an HNSW index and its whole vector matrix)."""
+        key = cache_key or name
+        if key not in self._loaded:
             if self.workspace.manifest_entry(name) is None:
                 raise WorkspaceError(
                     f"{self.workspace.root} has no '{name}' artifact: run 'unirag index SOURCE -w {self.workspace.root}'"
                 )
             try:
-                self._loaded[name] = loader()
-            except (OSError, ValueError, RuntimeError) as exc:
+                self._loaded[key] = loader()
+            except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 raise WorkspaceError(
                     f"artifact '{name}' in {self.workspace.root} is damaged ({type(exc).__name__}): "
                     "run 'unirag index' on the same sources to rebuild it"
                 ) from None
-        return self._loaded[name]
+        return self._loaded[key]
 
     @property
     def prompts(self) -> PromptLibrary:
@@ -142,6 +147,27 @@ class Resources:
             self.check_embedding_model(key, embedding_model)
         stem = file_stem or key.replace(":", ".")
         return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]).labelled(key))
+
+    def vector_matrix(self, key: str, embedding_model: str) -> tuple[list[str], np.ndarray]:
+        """(ids, every vector) of a vector artifact, memory-mapped: for scores over all rows
+        (HippoRAG 2 normalises fact and passage scores over the whole corpus)."""
+        from unirag.index.vector_artifacts import load_vectors
+
+        self.check_embedding_model(key, embedding_model)
+        stem = key.replace(":", ".")
+        return self._artifact(key, lambda: load_vectors(self.workspace, key, stem), cache_key=f"{key}#matrix")
+
+    def synonym_edges(self) -> SynonymEdges:
+        """HippoRAG 2's synonym edges between entities (``synonym_edges``)."""
+        from unirag.index.synonyms import SYNONYM_EDGES, load_synonym_edges
+
+        return self._artifact(SYNONYM_EDGES, lambda: load_synonym_edges(self.workspace))
+
+    def tri_graph(self) -> TriGraph:
+        """LinearRAG's Tri-Graph (``tri_graph``)."""
+        from unirag.index.tri_graph import TRI_GRAPH, load_tri_graph
+
+        return self._artifact(TRI_GRAPH, lambda: load_tri_graph(self.workspace))
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
@@ -259,6 +285,10 @@ class QueryState:
     items: list[ContextItem] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)  # rounds each ``repeat`` block ran, by its position
+    conversions: list[str] = field(default_factory=list)  # question conversions that ran (entities_nlp, ...)
+    # Candidate entities of a store other than the merged graph (LinearRAG's Tri-Graph), with the
+    # activation step that reached each (its tier: a later step's entity counts for less).
+    activated: dict[str, tuple[float, int]] = field(default_factory=dict)
     # Bars for a query's long LLM stages (GGraphRAG's map step is dozens of calls).
     progress: Progress | None = None
     started: float = field(default_factory=time.perf_counter)  # for the query's total seconds

@@ -112,11 +112,7 @@ class GraphIndex:
     @cached_property
     def transition(self) -> Any:
         """Row-stochastic transition matrix ``D^-1 A`` (rows without edges stay zero)."""
-        from scipy.sparse import diags
-
-        degree = np.asarray(self.adjacency.sum(axis=1)).ravel()
-        inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
-        return (diags(inverse) @ self.adjacency).tocsr()
+        return transition_matrix(self.adjacency)
 
     def entity_text(self, row: int) -> str:
         description = " ".join(self.descriptions[row].split())
@@ -132,25 +128,44 @@ class GraphIndex:
         return np.array([self.entity_row[e] for e in entity_ids if e in self.entity_row], dtype=np.int64)
 
 
+def transition_matrix(adjacency: Any) -> Any:
+    """Row-stochastic ``D^-1 A`` of a weighted adjacency (rows without edges stay zero)."""
+    from scipy.sparse import diags
+
+    degree = np.asarray(adjacency.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
+    return (diags(inverse) @ adjacency).tocsr()
+
+
 def personalized_pagerank(
     graph: GraphIndex, restart: np.ndarray, damping: float = 0.5, iterations: int = 100, tolerance: float = 1e-8
 ) -> np.ndarray:
+    """Personalised PageRank over the entity graph (:func:`pagerank_power`)."""
+    if restart.shape != (graph.n_entities,):
+        raise ValueError(f"restart vector has {restart.shape[0]} entries for {graph.n_entities} entities")
+    return pagerank_power(graph.transition, restart, damping, iterations, tolerance)
+
+
+def pagerank_power(
+    transition: Any, restart: np.ndarray, damping: float = 0.5, iterations: int = 100, tolerance: float = 1e-8
+) -> np.ndarray:
     """Personalised PageRank by sparse power iteration (no per-node Python loop).
 
-    ``restart`` (n,) is the restart distribution (normalised here); mass that
-    reaches a node without edges returns to the restart distribution, so the
-    scores always sum to 1. ``damping`` is the probability of following an
-    edge (HippoRAG uses 0.5).
+    ``transition`` is a row-stochastic matrix (:func:`transition_matrix`) of any graph
+    (the entity graph; HippoRAG 2's and LinearRAG's graphs of entities and passages);
+    ``restart`` (n,) is the restart distribution (normalised here); mass that reaches a
+    node without edges returns to the restart distribution, so the scores always sum to
+    1. ``damping`` is the probability of following an edge (HippoRAG uses 0.5).
     """
-    n = graph.n_entities
+    n = transition.shape[0]
     restart = np.asarray(restart, dtype=np.float64).reshape(-1)
     if restart.shape != (n,):
-        raise ValueError(f"restart vector has {restart.shape[0]} entries for {n} entities")
+        raise ValueError(f"restart vector has {restart.shape[0]} entries for {n} nodes")
     total = restart.sum()
     if n == 0 or total <= 0:
         return np.zeros(n)
     restart = restart / total
-    transposed = graph.transition.T.tocsr()
+    transposed = transition.T.tocsr()
     scores = restart.copy()
     for _ in range(iterations):
         walked = damping * (transposed @ scores)

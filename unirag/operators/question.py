@@ -5,19 +5,30 @@
   input of ``node.link``), by the LLM, falling back to its capitalised phrases;
 * ``keywords``: LightRAG's low-level keywords (-> entities) and high-level
   keywords (-> relationships), by the LLM, falling back to the question's
-  content words (low) and the question itself (high).
+  content words (low) and the question itself (high);
+* ``entities_nlp`` / ``keywords_nlp``: the same two without any model call, read
+  by spaCy as the nlp extractor reads passages (:meth:`NlpExtractor.read_question`).
 
 A reply that cannot be read never fails the query: the fallback is used.
+
+Which of the two paths runs is :func:`question_path`: a spec asks for ``entities``
+or ``keywords``; ``retrieval.question_path`` (auto: the LLM only when a real chat
+endpoint is configured, never the embedded SmolLM2) may answer with the ``*_nlp``
+twin, and the query result says which conversions ran.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unirag.config import Settings
+from unirag.errors import UniragError
 from unirag.operators.context import QueryState
 from unirag.operators.spec import ConversionSpec
+
+if TYPE_CHECKING:
+    from unirag.graph.extract_nlp import QuestionTerms
 
 _CAPITALISED = re.compile(r"\b[A-Z][\w'’.-]*(?:(?:\s+(?:of|the|de|von|van|du|la|le|del))*\s+[A-Z][\w'’.-]*)*")
 _WORD = re.compile(r"[^\W_][\w'’-]*", re.UNICODE)
@@ -164,8 +175,103 @@ def extract_keywords(state: QueryState) -> None:
     state.keywords_high = high or whole
 
 
+def question_terms(state: QueryState) -> QuestionTerms | None:
+    """The question read by the nlp extractor's spaCy model (loaded once per process);
+    None, with a warning on the result, when spaCy or its model is not installed."""
+    reader = state.resources.derived("question_reader", QuestionReader)
+    try:
+        return reader.read(state.question)
+    except UniragError as exc:
+        state.warn(f"question read without spaCy ({exc}); capitalised phrases used instead")
+        return None
+
+
+def extract_entities_nlp(state: QueryState) -> None:
+    """The question's entities without a model call (HippoRAG's query NER, §3.2): the names
+    the nlp extractor would make nodes of; else its noun phrases, its capitalised
+    phrases, the whole question. Same names as the graph's, so ``node.link`` finds them."""
+    terms = question_terms(state)
+    question = " ".join(state.question.split())
+    found = (terms.entities or terms.phrases) if terms else []
+    state.question_entities = found or capitalised_phrases(question) or ([question] if question else [])
+
+
+def extract_keywords_nlp(state: QueryState) -> None:
+    """LightRAG's two keyword levels without a model call.
+
+    LightRAG (Guo et al. 2024, §3.2) matches *low-level* keywords against entities
+    ("specific entities, details") and *high-level* keywords against relationships
+    ("overarching concepts or themes"); its keyword prompt's example gives named things
+    and concrete details as low-level, and the question's general noun phrases
+    ("international trade", "global economic stability") as high-level. So: low = the
+    question's entities (NER + proper-noun chunks, the extractor's names), high = its
+    common-noun phrases (head + modifiers). Fallbacks as for the LLM path: content
+    words (low), the question itself (high); a question without names uses its noun
+    phrases for both levels."""
+    terms = question_terms(state)
+    question = " ".join(state.question.split())
+    whole = [question] if question else []
+    entities = terms.entities if terms else capitalised_phrases(question)
+    phrases = terms.phrases if terms else []
+    state.keywords_low = entities or phrases or content_words(question) or whole
+    state.keywords_high = phrases or whole
+
+
+class QuestionReader:
+    """One spaCy pipeline per process for questions, used by one thread at a time
+    (a served process answers queries concurrently)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from unirag.graph.extract_nlp import NlpExtractor
+
+        self._extractor = NlpExtractor()
+        self._lock = threading.Lock()
+
+    def read(self, question: str) -> QuestionTerms:
+        with self._lock:
+            return self._extractor.read_question(question)
+
+
+LLM_CONVERSIONS = {"entities": "entities_nlp", "keywords": "keywords_nlp"}
+"""Each conversion that asks the chat model, and its zero-LLM twin."""
+
+
+def real_chat(settings: Settings) -> bool:
+    """Whether a real chat endpoint is configured (the resolved provider is ``openai``): the
+    embedded SmolLM2-135M proves the pipeline but cannot judge entities or facts."""
+    return settings.chat.resolved_provider == "openai"
+
+
+def question_path(settings: Settings) -> str:
+    """``llm`` or ``nlp``: how ``entities``/``keywords`` are read. ``retrieval.question_path``
+    decides; ``auto`` is ``llm`` only when a real chat endpoint is configured (the resolved
+    chat provider is ``openai``): the embedded SmolLM2-135M names a question's entities
+    worse than spaCy does."""
+    chosen = settings.retrieval.question_path
+    if chosen != "auto":
+        return chosen
+    return "llm" if real_chat(settings) else "nlp"
+
+
+def conversions_to_run(requested: list[str], settings: Settings) -> list[str]:
+    """The conversions a spec's ``question`` list runs under these settings: on the
+    ``nlp`` path each LLM conversion becomes its ``*_nlp`` twin; a spec naming a
+    twin (or ``embedding``) gets it whatever the path."""
+    if question_path(settings) != "nlp":
+        return list(requested)
+    return list(dict.fromkeys(LLM_CONVERSIONS.get(name, name) for name in requested))
+
+
 CONVERSIONS = (
     ConversionSpec("embedding", embed_question, "embed the question with the index's embedding model"),
     ConversionSpec("entities", extract_entities, "the named entities of the question (LLM; HippoRAG, ToG, DALK)"),
     ConversionSpec("keywords", extract_keywords, "low- and high-level keywords of the question (LLM; LightRAG)"),
+    ConversionSpec("entities_nlp", extract_entities_nlp,
+                   "the entities of the question by spaCy, named as the nlp extractor names nodes (zero-LLM)",
+                   provides="entities"),
+    ConversionSpec("keywords_nlp", extract_keywords_nlp,
+                   "LightRAG's low-level (entities) and high-level (noun phrases) keywords by spaCy (zero-LLM)",
+                   provides="keywords"),
 )

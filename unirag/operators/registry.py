@@ -11,7 +11,8 @@ from functools import lru_cache
 
 from unirag.operators.spec import ConversionSpec, OperatorSpec
 
-OPERATOR_MODULES = ("node", "relationship", "chunk", "subgraph", "community", "hierarchy", "passage")
+OPERATOR_MODULES = ("node", "relationship", "chunk", "subgraph", "community", "hierarchy", "passage",
+                    "passage_nodes")
 
 
 @lru_cache(maxsize=1)

@@ -25,18 +25,26 @@ from unirag.operators.node import (
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
 
 
-def relationship_vdb(state: QueryState, top_k: Count = 4, query: QuerySource = "question") -> list[ContextItem]:
+def relationship_vdb(state: QueryState, top_k: Count = 4, query: QuerySource = "question",
+                     normalise: bool = False) -> list[ContextItem]:
     """Top-k relationships by vector similarity (survey §6.1 relationship VDB;
-    G-retriever, LightRAG global retrieval).
+    G-retriever, LightRAG global retrieval; HippoRAG 2's query-to-triple step).
 
     Searches ``relation_vectors`` with the question's embedding (``query:
     question``, needs the ``embedding`` conversion) or LightRAG's high-level
     keywords joined and embedded (``query: keywords_high``, needs the
-    ``keywords`` conversion). Writes ``state.relationships``.
+    ``keywords`` conversion). ``normalise`` rescales the scores min-max over
+    every relationship's similarity (HippoRAG 2 weighs facts against dense
+    passage scores on that scale). Writes ``state.relationships``.
     """
     vector = query_vector(state, query, "relationship.vdb")
     vectors = state.resources.vectors("relation_vectors", embedding_model=state.models.embedder.name)
     hits = sort_hits(vectors.search(vector, top_k)[0]) if top_k > 0 else []
+    if normalise and hits:
+        _, matrix = state.resources.vector_matrix("relation_vectors", state.models.embedder.name)
+        similarities = np.asarray(matrix @ np.asarray(vector, dtype=np.float32), dtype=np.float64)
+        low, span = float(similarities.min()), float(similarities.max() - similarities.min())
+        hits = [(rel_id, (score - low) / span if span > 0 else 0.0) for rel_id, score in hits]
     state.relationships = dict(hits)
     return state.resources.relationship_items(hits, "relationship.vdb")
 

@@ -149,3 +149,10 @@ class ConversionSpec:
     name: str
     fn: Callable[[QueryState], None]
     summary: str
+    # The state field family it fills, which operators name in their ``needs``: the
+    # zero-LLM ``entities_nlp`` provides what ``entities`` does.
+    provides: str = ""
+
+    @property
+    def provided(self) -> str:
+        return self.provides or self.name
