@@ -1,6 +1,6 @@
 """The families the web page groups its method picker by, in the README's order.
 
-Why here and not in the method specs: a group is how a person browses the 35
+Why here and not in the method specs: a group is how a person browses the
 methods (the rows of the README's methods table, gathered into families), not
 something a pipeline runs on. tests/test_server.py checks that every shipped
 method is in exactly one group, so a new spec fails the test until it is placed.
@@ -21,6 +21,7 @@ METHOD_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ArchRAG", ("archrag", "archrag-direct", "archrag-entity-only", "archrag-single-layer", "archrag-spectral",
                  "archrag-spectral-noaug", "archrag-leiden")),
     ("HyGRAG and LeanRAG", ("hygrag", "leanrag")),
+    ("HippoRAG 2 and LinearRAG", ("hipporag2", "linearrag")),
 )
 
 #: A method no group names (a spec added later) is listed last, under this title.

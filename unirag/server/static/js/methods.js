@@ -1,4 +1,4 @@
-// The 35 methods as GET /methods lists them (in the README's order, each with its group),
+// The shipped methods as GET /methods lists them (in the README's order, each with its group),
 // loaded once per page and offered as a grouped picker.
 
 import { getJSON } from "./api.js";
