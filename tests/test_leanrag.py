@@ -317,3 +317,79 @@ def test_an_attached_update_keeps_what_did_not_change() -> None:
     assert {c.id for c in level(first, 1)} & {c.id for c in level(second, 1)}  # two clusters kept their ids
     strong = [link for link in second.links if link.weight == 5.0]
     assert strong[0].description == "The two groups are closely related." and strong[0].digest
+
+
+def _carrier_of(result, leaves: int):
+    from unirag.graph.attach import LevelCarrier, PreviousNode
+
+    previous: dict[int, list[PreviousNode]] = {}
+    for community in result.communities:
+        previous.setdefault(community.level, []).append(
+            PreviousNode(community.id, tuple(community.children), community.summary, community))
+    return LevelCarrier(previous, {f"e{i}" for i in range(leaves)})
+
+
+def _by_digest(records) -> dict:
+    return {r.digest: r for level_records in records.values() for r in level_records}
+
+
+def test_a_link_keeps_its_description_while_its_relations_drift_within_relink_share() -> None:
+    """The 0-1 link was written from 5 relations. One more (1 of 6 differs: 0.17) is within a
+    share of 0.2, so its description stays, recorded as written from the 5; a second one
+    (2 of 7: 0.29) is measured against those 5 too, so the drift does not creep: rewritten."""
+    from unirag.index.leanrag import build_leanrag
+    from unirag.index.leanrag_links import previous_link_levels
+
+    config = LeanragConfig(cluster_size=10, relink_share=0.2)
+    first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), config)
+    one_more = make_graph([10, 10, 10], INSIDE + G01 + G02 + G12 + [(5, 15)])
+    model = chat(leanrag_aggregate_relation=lambda user: "Rewritten.")
+    second, records2 = build_leanrag(one_more, BuildModels(model, HashEmbedder()), config, _carrier_of(first, 30),
+                                     previous_link_levels(first.links, _by_digest(records)))
+    assert second.stats["kept_relations"] == 1 and second.stats["drifted_relations"] == 1
+    assert [r.stage for r in model.requests].count(RELATION_STAGE) == 0
+    strong = max(second.links, key=lambda link: link.weight)
+    assert strong.weight == 6.0 and strong.description == "The two groups are closely related."
+    assert len(_by_digest(records2)[strong.digest].basis) == 5  # what the description was written from
+
+    two_more = make_graph([10, 10, 10], INSIDE + G01 + G02 + G12 + [(5, 15), (6, 16)])
+    model = chat(leanrag_aggregate_relation=lambda user: "Rewritten.")
+    third, records3 = build_leanrag(two_more, BuildModels(model, HashEmbedder()), config, _carrier_of(second, 30),
+                                    previous_link_levels(second.links, _by_digest(records2)))
+    assert third.stats["kept_relations"] == 0 and [r.stage for r in model.requests].count(RELATION_STAGE) == 1
+    strong = max(third.links, key=lambda link: link.weight)
+    assert strong.weight == 7.0 and strong.description == "Rewritten."
+    assert len(_by_digest(records3)[strong.digest].basis) == 7
+
+
+def test_relink_share_zero_rewrites_any_changed_link() -> None:
+    from unirag.index.leanrag import build_leanrag
+    from unirag.index.leanrag_links import previous_link_levels
+
+    config = LeanragConfig(cluster_size=10, relink_share=0.0)
+    first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), config)
+    one_more = make_graph([10, 10, 10], INSIDE + G01 + G02 + G12 + [(5, 15)])
+    model = chat()
+    second, _ = build_leanrag(one_more, BuildModels(model, HashEmbedder()), config, _carrier_of(first, 30),
+                              previous_link_levels(first.links, _by_digest(records)))
+    assert second.stats["kept_relations"] == 0 and [r.stage for r in model.requests].count(RELATION_STAGE) == 1
+    with pytest.raises(ValueError, match="relink_share"):
+        LeanragConfig(relink_share=1.5).validate()
+
+
+def test_link_bases_round_trip_and_a_damaged_file_keeps_nothing(tmp_path) -> None:
+    from unirag.index.leanrag_links import LinkBasis, PreviousLinks, load_link_bases, save_link_bases
+
+    path = tmp_path / "bases.npz"
+    hashes = np.array([5, 9, 11], dtype=np.uint64)
+    save_link_bases(path, {1: [LinkBasis("a", hashes, True), LinkBasis("b", np.zeros(0, np.uint64), False)],
+                           2: [LinkBasis("c", np.array([3], dtype=np.uint64), True)]})
+    loaded = load_link_bases(path)
+    assert sorted(loaded) == ["a", "b", "c"] and loaded["a"].basis.tolist() == [5, 9, 11]
+    assert loaded["a"].summarised and not loaded["b"].summarised and loaded["b"].basis.size == 0
+    previous = PreviousLinks(["x", "y"], [hashes, np.array([1, 2], dtype=np.uint64)], np.array([True, True]))
+    assert previous.closest(np.array([5, 9, 11, 12], dtype=np.uint64)) == (0, 0.25)
+    assert previous.closest(np.array([7], dtype=np.uint64)) == (-1, 1.0)
+    path.write_bytes(b"not an npz")
+    assert load_link_bases(path) == {}
+    assert load_link_bases(tmp_path / "missing.npz") == {}

@@ -97,6 +97,8 @@ class Layer:
     # What each edge stands for where the algorithm keeps it (LeanRAG: the digest of the
     # entity-level relations an aggregated relation aggregates); empty: the endpoints' ids.
     edge_keys: list[str] = field(default_factory=list)
+    # The entity-level relations beneath each edge (LeanRAG: sorted relation hashes), where kept.
+    edge_bases: list[np.ndarray] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)

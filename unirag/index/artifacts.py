@@ -318,7 +318,8 @@ def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.leanrag import LeanragConfig, build_leanrag_hierarchy
+    from unirag.index.leanrag import LeanragConfig, build_leanrag
+    from unirag.index.leanrag_links import link_bases_name, load_link_bases, previous_link_levels, save_link_bases
 
     config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
 
@@ -327,8 +328,12 @@ def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
 
         graph = _load_entity_graph(ctx, with_vectors=True)
         carrier = make_carrier(graph.ids)
-        links = CommunityStore(ctx.workspace).load_links("leanrag") if carrier is not None else []
-        return build_leanrag_hierarchy(graph, summary_models(ctx), config, carrier, links), graph.ids
+        bases_file = ctx.workspace.artifact_path(link_bases_name("leanrag"))
+        previous = previous_link_levels(CommunityStore(ctx.workspace).load_links("leanrag"),
+                                        load_link_bases(bases_file)) if carrier is not None else None
+        result, records = build_leanrag(graph, summary_models(ctx), config, carrier, previous)
+        save_link_bases(bases_file, records)
+        return result, graph.ids
 
     return config, run
 

@@ -77,7 +77,7 @@ import hashlib
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, Literal
@@ -95,6 +95,7 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
+from unirag.index.leanrag_links import LinkBasis, PreviousLinks, previous_link_levels, relation_hashes
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.prompts.prompt import Prompt
@@ -136,6 +137,9 @@ class LeanragConfig:
     summary_max_tokens: int = 256
     max_input_tokens: int = 2000
     seed: int = 224
+    # An update keeps an aggregated relation's description while at most this share of the
+    # relations it was written from changed (see unirag.index.leanrag_links); 0: only unchanged.
+    relink_share: float = 0.1
 
     def tau_for(self, level: int) -> int:
         """``tau`` for aggregated level ``level`` (1-based)."""
@@ -152,6 +156,8 @@ class LeanragConfig:
             raise ValueError(f"leanrag tau must be a non-negative int or a non-empty tuple of them, not {self.tau!r}")
         if self.reducer not in ("pca", "umap", "none"):
             raise ValueError(f"leanrag reducer must be 'pca', 'umap' or 'none', not {self.reducer!r}")
+        if not 0.0 <= self.relink_share <= 1.0:
+            raise ValueError(f"leanrag relink_share must be between 0 and 1, not {self.relink_share}")
         if self.covariance_type not in ("full", "tied", "diag", "spherical"):
             raise ValueError(f"leanrag covariance_type is not a GaussianMixture type: {self.covariance_type!r}")
         for name in ("max_layers", "reduction_dim", "n_init", "summary_max_words", "summary_max_tokens",
@@ -373,13 +379,18 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
                             clustering="leanrag level {level}: clustering {n} nodes")
     embed_stage = EMBED_STAGE
     summed = ("empty_components", "relation_calls", "relation_cache_hits", "relation_fallbacks",
-              "concatenated_relations", "kept_relations")
-    # An incremental update: the last build's link descriptions, per level, by digest.
-    previous_links: dict[int, dict[str, str]] = {}
+              "concatenated_relations", "kept_relations", "drifted_relations")
 
-    def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+    def __init__(self, config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None = None,
+                 previous: dict[int, PreviousLinks] | None = None, base_hashes: np.ndarray | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_layers, carrier
         self.prompt = models.prompts.load(ENTITY_PROMPT)
+        # An incremental update: the last build's links per level (descriptions and bases).
+        self.previous = previous or {}
+        # The entity-level relations' hashes (rows of the base layer's edges), and what this
+        # build's links were written from, per level: stored for the next update.
+        self.base_hashes = base_hashes if base_hashes is not None else np.zeros(0, dtype=np.uint64)
+        self.link_records: dict[int, list[LinkBasis]] = {}
 
     def stop_before(self, layer: Layer, level: int) -> str:
         if len(layer) <= 1:
@@ -453,9 +464,10 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
             upper[asked] = vectors
         names = [c.title for c in records]
         descriptions = [c.summary for c in records]
-        previous = self.previous_links.get(level, {}) if self.carrier is not None else {}
-        strength, link_texts, digests = _aggregate_relations(layer, clustering, names, descriptions, level,
-                                                             self.config, self.models, previous)
+        previous = self.previous.get(level) if self.carrier is not None else None
+        bases = [self._basis(layer, idx) for _, _, idx in clustering.between]
+        strength, link_texts, digests, self.link_records[level] = _aggregate_relations(
+            layer, clustering, names, descriptions, level, self.config, self.models, bases, previous)
         links = [
             CommunityLink(hierarchy=HIERARCHY, level=level, source=records[a].id, target=records[b].id,
                           weight=float(count), description=text, digest=digest)
@@ -464,21 +476,32 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         edges = np.array([(a, b) for a, b, _ in clustering.between], dtype=np.int64).reshape(-1, 2)
         return Layer(ids=[c.id for c in records], texts=descriptions, vectors=upper, names=names,
                      entities=[c.entities for c in records], edges=edges, edge_texts=link_texts,
-                     edge_keys=digests), links
+                     edge_keys=digests, edge_bases=bases), links
+
+    def _basis(self, layer: Layer, edge_indices: np.ndarray) -> np.ndarray:
+        """The entity-level relations under ``layer``'s edges ``edge_indices`` (sorted hashes)."""
+        if layer.edge_bases:
+            return np.unique(np.concatenate([layer.edge_bases[int(i)] for i in edge_indices]))
+        return np.unique(self.base_hashes[edge_indices]) if len(self.base_hashes) else np.zeros(0, np.uint64)
 
 
 def _aggregate_relations(
     layer: Layer, clustering: _LeanragClustering, names: list[str], descriptions: list[str], level: int,
-    config: LeanragConfig, models: BuildModels, previous: Mapping[str, str] | None = None,
-) -> tuple[np.ndarray, list[str], list[str]]:
-    """Connectivity strength, description and digest of each cluster pair joined by relations (Eq. 5).
+    config: LeanragConfig, models: BuildModels, bases: Sequence[np.ndarray],
+    previous: PreviousLinks | None = None,
+) -> tuple[np.ndarray, list[str], list[str], list[LinkBasis]]:
+    """Connectivity strength, description, digest and basis record of each cluster pair joined
+    by relations (Eq. 5).
 
     Above ``tau`` relations the LLM summarises them; otherwise (and when its
     reply is empty) the description is their concatenation. A pair's digest
-    names the relations it aggregates (their endpoints' ids); ``previous``
-    (an incremental update: the last build's descriptions by digest) keeps
-    the description of a pair whose relations did not change, without a
-    call, as communities whose members did not change keep their summaries.
+    names the relations it aggregates; ``bases`` are the entity-level
+    relations beneath each pair. ``previous`` (an incremental update: the last
+    build's links of this level) keeps the description of a pair whose
+    relations are unchanged, or changed by at most ``config.relink_share``
+    since that description was written (:mod:`unirag.index.leanrag_links`),
+    without a call, as communities whose members did not change keep their
+    summaries.
     """
     tokenizer, between, stats = models.tokenizer, clustering.between, clustering.stats
     counts = relation_counts(layer.edges, clustering.labels, len(names))
@@ -490,15 +513,21 @@ def _aggregate_relations(
     texts: list[str] = []
     summarised: list[int] = []
     requests: list[ChatRequest] = []
-    kept = 0
+    kept = drifted = 0
     digests = [_relations_digest(layer, idx) for _, _, idx in between]
+    records = [LinkBasis(digest, basis, False) for digest, basis in zip(digests, bases)]
     for position, (a, b, idx) in enumerate(between):
         lines = _relation_lines(layer, idx)
-        before = previous.get(digests[position]) if previous else None
-        if before is not None and strength[position] > tau:
-            texts.append(before)
-            kept += 1
-            continue
+        if strength[position] > tau and previous is not None:
+            before, drift = _kept_link(previous, digests[position], bases[position], config.relink_share)
+            if before >= 0:
+                texts.append(previous.descriptions[before])
+                written_from = previous.bases[before]
+                records[position] = LinkBasis(digests[position],
+                                              written_from if len(written_from) else bases[position], True)
+                kept += 1
+                drifted += int(drift > 0)
+                continue
         if strength[position] > tau:
             shown, _ = _fit_lines(lines, config.max_input_tokens, tokenizer)
             requests.append(prompt.request(
@@ -508,11 +537,12 @@ def _aggregate_relations(
                 relations="\n".join(shown), max_words=str(config.summary_max_words),
             ))
             summarised.append(position)
+            records[position].summarised = True
         texts.append(tokenizer.truncate("\n".join(line[2:] for line in lines), config.max_input_tokens))
     replies = complete_all(models.chat, requests, models.concurrency, models.progress,
                            f"leanrag level {level}: aggregating relations")
     stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0, kept_relations=kept,
-                 concatenated_relations=len(between) - len(requests) - kept)
+                 drifted_relations=drifted, concatenated_relations=len(between) - len(requests) - kept)
     for position, reply in zip(summarised, replies):
         stats["relation_cache_hits"] += int(reply.cached)
         text = _clean_relation(reply.text)
@@ -520,7 +550,20 @@ def _aggregate_relations(
             texts[position] = text
         else:
             stats["relation_fallbacks"] += 1
-    return strength, texts, digests
+            records[position].summarised = False
+    return strength, texts, digests, records
+
+
+def _kept_link(previous: PreviousLinks, digest: str, basis: np.ndarray, share: float) -> tuple[int, float]:
+    """The previous link whose description a pair keeps (-1: none) and how far its relations
+    drifted from what that description was written from."""
+    exact = previous.by_digest.get(digest)
+    if exact is not None:
+        return exact, 0.0
+    best, drift = previous.closest(basis)
+    if best >= 0 and bool(previous.summarised[best]) and drift <= share:
+        return best, drift
+    return -1, drift
 
 
 def _relations_digest(layer: Layer, edge_indices: np.ndarray) -> str:
@@ -552,21 +595,12 @@ def _base_layer(graph: EntityGraph, models: BuildModels) -> Layer:
                  edge_texts=list(graph.relation_texts))
 
 
-def _leanrag(config: LeanragConfig, models: BuildModels, carrier: LevelCarrier | None,
-             links: Sequence[CommunityLink]) -> _Leanrag:
-    algorithm = _Leanrag(config, models, carrier)
-    algorithm.previous_links = {}
-    for link in links:
-        if link.digest:
-            algorithm.previous_links.setdefault(link.level, {})[link.digest] = link.description
-    return algorithm
-
-
-def build_leanrag_hierarchy(
+def build_leanrag(
     graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig(),
-    carrier: LevelCarrier | None = None, previous_links: Sequence[CommunityLink] = (),
-) -> HierarchyResult:
-    """LeanRAG's aggregated-entity hierarchy over ``graph`` (see the module docstring).
+    carrier: LevelCarrier | None = None, previous: dict[int, PreviousLinks] | None = None,
+) -> tuple[HierarchyResult, dict[int, list[LinkBasis]]]:
+    """LeanRAG's aggregated-entity hierarchy over ``graph`` (see the module docstring), and
+    what each level's links were written from (for the next update's ``previous``).
 
     Level 1 holds the aggregated entities over the base entities (layer 0),
     each higher level aggregates the one below. ``links`` are the aggregated
@@ -580,8 +614,18 @@ def build_leanrag_hierarchy(
         "base_entities": len(graph),
         "config": {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(config).items()},
     })
-    return bottom_up_result(HIERARCHY, build_levels(_leanrag(config, models, carrier, previous_links), _base_layer(graph, models), models,
-                                                    stats))
+    algorithm = _Leanrag(config, models, carrier, previous, relation_hashes(graph.ids, graph.edges))
+    result = bottom_up_result(HIERARCHY, build_levels(algorithm, _base_layer(graph, models), models, stats))
+    return result, algorithm.link_records
+
+
+def build_leanrag_hierarchy(
+    graph: EntityGraph, models: BuildModels, config: LeanragConfig = LeanragConfig(),
+    carrier: LevelCarrier | None = None, previous_links: Sequence[CommunityLink] = (),
+) -> HierarchyResult:
+    """:func:`build_leanrag`'s hierarchy alone; ``previous_links`` (the last build's links) keep
+    the descriptions of links whose relations are exactly unchanged."""
+    return build_leanrag(graph, models, config, carrier, previous_link_levels(previous_links, {}))[0]
 
 
 def parents(result: HierarchyResult) -> dict[str, str]:
