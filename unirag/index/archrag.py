@@ -106,7 +106,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -124,6 +124,7 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
+from unirag.index.knn_update import NeighbourLists, exact_lists, nearest_lists
 from unirag.llm.base import normalise_rows
 from unirag.text.replies import read_summary
 from unirag.text.tokenizer import Tokenizer
@@ -209,11 +210,11 @@ def knn_k(n: int, edges: np.ndarray, config: ArchragConfig) -> int:
 
 
 def knn_neighbours(vectors: np.ndarray, k: int) -> np.ndarray:
-    """``(n, k)`` indices of each row's k most cosine-similar other rows (best first).
+    """``(n, k)`` indices of each row's k most cosine-similar other rows (best first, ties by row).
 
-    Exact up to ``EXACT_KNN_MAX_NODES`` rows, by blocks of ``KNN_BLOCK_ROWS``
-    rows so that memory stays ~``256 * n`` floats; hnswlib (single-threaded
-    build, so deterministic) beyond.
+    Exact up to ``EXACT_KNN_MAX_NODES`` rows, by blocks of rows so that memory
+    stays ~``256 * n`` floats; hnswlib (single-threaded build, so
+    deterministic) beyond.
     """
     x = np.ascontiguousarray(normalise_rows(vectors), dtype=np.float32)
     n = len(x)
@@ -222,17 +223,19 @@ def knn_neighbours(vectors: np.ndarray, k: int) -> np.ndarray:
         return np.zeros((n, 0), dtype=np.int64)
     if n > EXACT_KNN_MAX_NODES:
         return _hnsw_neighbours(x, k)
-    out = np.empty((n, k), dtype=np.int64)
-    for start in range(0, n, KNN_BLOCK_ROWS):
-        stop = min(n, start + KNN_BLOCK_ROWS)
-        sims = x[start:stop] @ x.T
-        sims[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-        # the k best (self is -inf, never among them), then sorted by (-sim, index)
-        part = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        part.sort(axis=1)
-        order = np.argsort(-np.take_along_axis(sims, part, axis=1), axis=1, kind="stable")
-        out[start:stop] = np.take_along_axis(part, order, axis=1)
-    return out
+    return exact_lists(x, np.arange(n), k)[0]
+
+
+def _full_lists(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's ``width`` nearest other rows and their cosines, as a full build finds them."""
+    if len(x) <= EXACT_KNN_MAX_NODES:
+        return exact_lists(x, np.arange(len(x)), width)
+    neighbours = knn_neighbours(x, width)
+    sims = np.empty(neighbours.shape, dtype=np.float32)
+    for start in range(0, len(x), KNN_BLOCK_ROWS):
+        part = neighbours[start:start + KNN_BLOCK_ROWS]
+        sims[start:start + len(part)] = np.einsum("ijk,ik->ij", x[part], x[start:start + len(part)])
+    return neighbours, sims
 
 
 def _hnsw_neighbours(x: np.ndarray, k: int) -> np.ndarray:
@@ -250,10 +253,14 @@ def _hnsw_neighbours(x: np.ndarray, k: int) -> np.ndarray:
     return labels[keep].reshape(n, k)
 
 
-def knn_edges(vectors: np.ndarray, k: int) -> np.ndarray:
-    """Undirected kNN graph: ``(u, v)`` when v is among u's k nearest or u among v's."""
+Neighbours = Callable[[np.ndarray, int], np.ndarray]  # (vectors, k) -> (n, k) rows, best first
+
+
+def knn_edges(vectors: np.ndarray, k: int, neighbours_of: Neighbours | None = None) -> np.ndarray:
+    """Undirected kNN graph: ``(u, v)`` when v is among u's k nearest or u among v's.
+    ``neighbours_of`` replaces :func:`knn_neighbours` (an update continuing stored lists)."""
     n = len(vectors)
-    neighbours = knn_neighbours(vectors, k)
+    neighbours = (neighbours_of or knn_neighbours)(vectors, k)
     if neighbours.size == 0:
         return np.zeros((0, 2), dtype=np.int64)
     pairs = np.stack([np.repeat(np.arange(n), neighbours.shape[1]), neighbours.reshape(-1)], axis=1)
@@ -275,12 +282,13 @@ def _edge_set_difference(a: np.ndarray, b: np.ndarray, n: int) -> int:
     return len(np.setdiff1d(a[:, 0] * n + a[:, 1], b[:, 0] * n + b[:, 1], assume_unique=True))
 
 
-def codicil_edges(vectors: np.ndarray, edges: np.ndarray, k: int, alpha: float, exponent: float) -> np.ndarray:
+def codicil_edges(vectors: np.ndarray, edges: np.ndarray, k: int, alpha: float, exponent: float,
+                  neighbours_of: Neighbours | None = None) -> np.ndarray:
     """CODICIL-style augmentation + sparsification (see the module docstring)."""
     from scipy.sparse import coo_matrix, identity
 
     n = len(vectors)
-    union = unique_edges(np.concatenate([unique_edges(edges, n), knn_edges(vectors, k)]), n)
+    union = unique_edges(np.concatenate([unique_edges(edges, n), knn_edges(vectors, k, neighbours_of)]), n)
     if len(union) == 0:
         return union
     u, v = union[:, 0], union[:, 1]
@@ -308,7 +316,8 @@ def codicil_edges(vectors: np.ndarray, edges: np.ndarray, k: int, alpha: float, 
 
 
 def augment(
-    n: int, vectors: np.ndarray | None, edges: np.ndarray, config: ArchragConfig
+    n: int, vectors: np.ndarray | None, edges: np.ndarray, config: ArchragConfig,
+    neighbours_of: Neighbours | None = None,
 ) -> tuple[np.ndarray, dict[str, int]]:
     """E' of a graph of ``n`` nodes and what changed: ``(edges, {"k", "added_edges", "removed_edges"})``."""
     base = unique_edges(edges, max(n, 1))
@@ -318,9 +327,9 @@ def augment(
         raise ValueError(f"archrag augment={config.augment!r} needs vectors")
     k = knn_k(n, base, config)
     if config.augment == "knn":
-        out = unique_edges(np.concatenate([base, knn_edges(vectors, k)]), n)
+        out = unique_edges(np.concatenate([base, knn_edges(vectors, k, neighbours_of)]), n)
     else:
-        out = codicil_edges(vectors, base, k, config.codicil_alpha, config.codicil_exponent)
+        out = codicil_edges(vectors, base, k, config.codicil_alpha, config.codicil_exponent, neighbours_of)
     return out, {
         "k": int(k),
         "added_edges": _edge_set_difference(out, base, n),
@@ -682,9 +691,22 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
     embed_stage = EMBED_STAGE
     summed = ("truncated_prompts",)
 
-    def __init__(self, config: ArchragConfig, models: BuildModels, carrier: LevelCarrier | None = None) -> None:
+    def __init__(self, config: ArchragConfig, models: BuildModels, carrier: LevelCarrier | None = None,
+                 previous_neighbours: dict[int, NeighbourLists] | None = None) -> None:
         self.config, self.models, self.max_levels, self.carrier = config, models, config.max_levels, carrier
         self.prompt = models.prompts.load(PROMPT)
+        # kNN augmentation: the last build's lists per level (an update continues them) and this build's.
+        self.previous_neighbours = previous_neighbours or {}
+        self.neighbour_lists: dict[int, NeighbourLists] = {}
+        self.knn_updates: dict[int, dict[str, Any]] = {}
+
+    def _neighbours(self, layer: _ArchragLayer, level: int, vectors: np.ndarray, k: int) -> np.ndarray:
+        """Each node's k nearest (see :mod:`unirag.index.knn_update`), kept for the next update."""
+        previous = self.previous_neighbours.get(level) if self.carrier is not None else None
+        lists, done = nearest_lists(layer.ids, normalise_rows(vectors), k, previous, _full_lists)
+        self.neighbour_lists[level] = lists
+        self.knn_updates[level] = done
+        return lists.top(k)
 
     def stop_before(self, layer: _ArchragLayer, level: int) -> str:
         return "min_nodes" if len(layer) < self.config.min_nodes else ""
@@ -692,7 +714,7 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
     def cluster(self, layer: _ArchragLayer, level: int) -> _ArchragClustering:
         """Steps 1-3: augment, weight, cluster; groups of two or more (singletons stay alone)."""
         n, config = len(layer), self.config
-        edges, changes = augment(n, layer.vectors, layer.edges, config)
+        edges, changes = augment(n, layer.vectors, layer.edges, config, partial(self._neighbours, layer, level))
         structural = _structural_weights(layer.edges, layer.weights, edges, n)
         carried = self._carried(layer, level, edges)
         if carried is None:
@@ -703,7 +725,9 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         order = np.argsort(labels, kind="stable")
         groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
         quality = community_quality(layer.vectors, labels)
+        knn = self.knn_updates.get(level, {})
         stats = {"edges": len(layer.edges), "augmented_edges": len(edges), "knn_k": changes["k"],
+                 "knn_lists": knn.get("mode", "none"), "knn_recomputed": knn.get("recomputed", 0),
                  "added_edges": changes["added_edges"], "removed_edges": changes["removed_edges"],
                  "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
                  "truncated_prompts": 0}
@@ -778,11 +802,12 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         return upper, links
 
 
-def build_archrag_communities(
+def build_archrag(
     graph: EntityGraph, models: BuildModels, config: ArchragConfig = ArchragConfig(),
-    carrier: LevelCarrier | None = None,
-) -> HierarchyResult:
-    """ArchRAG's hierarchy of attributed communities over ``graph`` (Algorithm 1; see the module docstring).
+    carrier: LevelCarrier | None = None, previous_neighbours: dict[int, NeighbourLists] | None = None,
+) -> tuple[HierarchyResult, dict[int, NeighbourLists]]:
+    """ArchRAG's hierarchy of attributed communities over ``graph`` (Algorithm 1; see the module
+    docstring), and each level's kNN lists (an update passes them back as ``previous_neighbours``).
 
     Entity vectors come from ``graph.vectors``; when absent, the entities'
     ``name: description`` texts are embedded (stage ``index.archrag.embed``).
@@ -796,4 +821,13 @@ def build_archrag_communities(
         vectors = models.embedder.embed([graph.text(i) for i in range(n)], stage=EMBED_STAGE).vectors
     layer = _entity_layer(graph, normalise_rows(vectors) if n else np.zeros((0, 1), dtype=np.float32))
     stats = HierarchyStats(extra={"entities": n, "config": asdict(config)})
-    return bottom_up_result(HIERARCHY, build_levels(_Archrag(config, models, carrier), layer, models, stats))
+    algorithm = _Archrag(config, models, carrier, previous_neighbours)
+    return bottom_up_result(HIERARCHY, build_levels(algorithm, layer, models, stats)), algorithm.neighbour_lists
+
+
+def build_archrag_communities(
+    graph: EntityGraph, models: BuildModels, config: ArchragConfig = ArchragConfig(),
+    carrier: LevelCarrier | None = None,
+) -> HierarchyResult:
+    """:func:`build_archrag`'s hierarchy alone."""
+    return build_archrag(graph, models, config, carrier)[0]

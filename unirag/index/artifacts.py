@@ -254,7 +254,7 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
 MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier, or None to cluster afresh
 
 
-def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
+def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.graphrag_communities import (
         GraphragCommunityConfig,
         build_graphrag_communities,
@@ -272,19 +272,27 @@ def _run_graphrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     return config, run
 
 
-def _run_archrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.archrag import ArchragConfig, build_archrag_communities
+def _run_archrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
+    from unirag.index.archrag import ArchragConfig, build_archrag
+    from unirag.index.knn_update import load_neighbour_lists, save_neighbour_lists
 
     config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
         graph = _load_entity_graph(ctx, with_vectors=True)
-        return build_archrag_communities(graph, summary_models(ctx), config, make_carrier(graph.ids)), graph.ids
+        carrier = make_carrier(graph.ids)
+        # The kNN augmentation's lists: an update continues them (economy only: a lost file recomputes).
+        lists_file = ctx.workspace.artifact_path(f"communities.{name}.knn.npz")
+        previous = load_neighbour_lists(lists_file) if carrier is not None else None
+        result, lists = build_archrag(graph, summary_models(ctx), config, carrier, previous)
+        if lists:
+            save_neighbour_lists(lists_file, lists)
+        return result, graph.ids
 
     return config, run
 
 
-def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
+def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.hygrag import (
         HygragConfig,
         build_hygrag_index,
@@ -317,7 +325,7 @@ def _run_hygrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
     return config, run
 
 
-def _run_leanrag(ctx: BuildContext, preset: dict[str, Any]) -> tuple[Any, Any]:
+def _run_leanrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
     from unirag.index.leanrag import LeanragConfig, build_leanrag
     from unirag.index.leanrag_links import link_bases_name, load_link_bases, previous_link_levels, save_link_bases
 
@@ -382,7 +390,7 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
         from unirag.index.community_store import CommunityStore
 
-        config, run = _HIERARCHY_RUNNERS[base](ctx, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
+        config, run = _HIERARCHY_RUNNERS[base](ctx, name, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
         key = f"communities:{name}"
         fingerprint = {
             "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[base]), "config": _config_dict(config),

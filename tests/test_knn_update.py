@@ -1,0 +1,90 @@
+"""kNN lists continued by an update equal the lists a full computation finds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from unirag.index.archrag import _full_lists, knn_neighbours
+from unirag.index.knn_update import (
+    exact_lists,
+    list_width,
+    load_neighbour_lists,
+    nearest_lists,
+    save_neighbour_lists,
+)
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_exact_lists_known_answer_and_knn_neighbours_agree() -> None:
+    x = unit(np.array([[1, 0], [0.9, 0.1], [0.5, 0.5], [0, 1], [-1, 0.1]], dtype=np.float64))
+    neighbours, sims = exact_lists(x, np.arange(5), 2)
+    assert neighbours.tolist() == [[1, 2], [0, 2], [1, 0], [2, 1], [3, 2]]  # row 2: 0 and 3 tie, lower row first
+    assert sims[0, 0] == pytest.approx(float(x[0] @ x[1]))
+    rng = np.random.default_rng(1)
+    y = unit(rng.normal(size=(300, 16)))
+    assert np.array_equal(knn_neighbours(y, 5), exact_lists(y, np.arange(300), 5)[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_an_update_gives_the_full_lists(seed: int) -> None:
+    """Insert 20 rows, delete 15, change 10 of 400: every row's top k is what a full
+    computation gives, and only a fraction of the rows was recomputed in full."""
+    rng = np.random.default_rng(seed)
+    k = 6
+    x = unit(rng.normal(size=(400, 24)))
+    ids = [f"n{i}" for i in range(400)]
+    first, done = nearest_lists(ids, x, k, None, _full_lists)
+    assert done["mode"] == "full"
+
+    keep = np.ones(400, dtype=bool)
+    keep[rng.choice(400, 15, replace=False)] = False
+    y = x[keep].copy()
+    new_ids = [i for i, kept in zip(ids, keep) if kept]
+    changed = rng.choice(len(y), 10, replace=False)
+    y[changed] = unit(rng.normal(size=(10, 24)))
+    y = np.vstack([y, unit(rng.normal(size=(20, 24)))])
+    new_ids += [f"new{i}" for i in range(20)]
+    # shuffle the row order: lists are by id, not by position
+    order = rng.permutation(len(y))
+    y, new_ids = y[order], [new_ids[i] for i in order]
+
+    updated, done = nearest_lists(new_ids, y, k, first, _full_lists)
+    assert done["mode"] == "update" and done["fresh"] == 30 and done["recomputed"] < len(y) // 2
+    full, _ = nearest_lists(new_ids, y, k, None, _full_lists)
+    assert np.array_equal(updated.top(k), full.top(k))
+    assert np.array_equal(updated.top(k), knn_neighbours(y, k))
+
+    # and again from the updated lists (what was kept shorter stays exact)
+    again, done = nearest_lists(new_ids[5:], y[5:], k, updated, _full_lists)
+    assert done["mode"] == "update"
+    assert np.array_equal(again.top(k), knn_neighbours(y[5:], k))
+
+
+def test_too_much_change_or_a_larger_k_computes_afresh() -> None:
+    rng = np.random.default_rng(3)
+    x = unit(rng.normal(size=(100, 8)))
+    ids = [str(i) for i in range(100)]
+    first, _ = nearest_lists(ids, x, 3, None, _full_lists)
+    y = x.copy()
+    y[:40] = unit(rng.normal(size=(40, 8)))
+    assert nearest_lists(ids, y, 3, first, _full_lists)[1]["mode"] == "full"
+    assert nearest_lists(ids, x, list_width(3) + 1, first, _full_lists)[1]["mode"] == "full"
+    same, done = nearest_lists(ids, x, 3, first, _full_lists)
+    assert done == {"mode": "update", "fresh": 0, "recomputed": 0} and np.array_equal(same.top(3), first.top(3))
+
+
+def test_lists_round_trip_and_damage_means_none(tmp_path) -> None:
+    rng = np.random.default_rng(4)
+    x = unit(rng.normal(size=(30, 8)))
+    lists, _ = nearest_lists([str(i) for i in range(30)], x, 2, None, _full_lists)
+    path = tmp_path / "knn.npz"
+    save_neighbour_lists(path, {1: lists})
+    loaded = load_neighbour_lists(path)
+    assert loaded[1].ids == lists.ids and np.array_equal(loaded[1].neighbours, lists.neighbours)
+    path.write_bytes(b"garbage")
+    assert load_neighbour_lists(path) == {}
+    assert load_neighbour_lists(tmp_path / "none.npz") == {}
