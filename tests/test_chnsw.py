@@ -201,3 +201,60 @@ def test_bad_input_is_rejected() -> None:
         index.search(np.ones(3, dtype=np.float32), k=0)
     with pytest.raises(ValueError, match="out of range"):
         index.search_layer(np.ones(3, dtype=np.float32), layer=1, k=1)
+
+
+def _changed(layers: list[tuple[list[str], np.ndarray]], seed: int, share: float = 0.05):
+    """Each layer with ``share`` of its nodes gone, as many changed (new vector) and as many new."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for level, (ids, vectors) in enumerate(layers):
+        n = len(ids)
+        count = max(1, int(share * n)) if n > 4 else 0
+        gone = set(rng.choice(n, count, replace=False).tolist())
+        keep = [i for i in range(n) if i not in gone]
+        new_ids = [ids[i] for i in keep]
+        new_vectors = vectors[keep].copy()
+        if count:
+            changed = rng.choice(len(keep), count, replace=False)
+            new_vectors[changed] = _unit(rng, count, vectors.shape[1])
+        new_ids += [f"L{level}-new{i}" for i in range(count)]
+        new_vectors = np.vstack([new_vectors, _unit(rng, count, vectors.shape[1])])
+        out.append((new_ids, new_vectors))
+    return out
+
+
+def test_an_update_keeps_unchanged_nodes_and_searches_as_well_as_a_fresh_build(medium) -> None:
+    """5 % of each layer gone, 5 % changed, 5 % new: the update inserts only those, every upper node
+    still links down, and recall per layer is that of a fresh build (>= 0.95)."""
+    index, layers = medium
+    grown = _changed(layers, seed=21)
+    updated, done = CHnswIndex.updated(index, grown)
+    assert done["mode"] == "update" and done["inserted"] < 0.15 * sum(len(ids) for ids, _ in grown)
+    assert updated.layer_sizes() == [len(ids) for ids, _ in grown]
+    for level, (ids, _) in enumerate(grown):
+        assert sorted(updated.ids[level]) == sorted(ids)
+    queries = _unit(np.random.default_rng(14), 60, 16)
+    k = 5
+    rows, _, _ = updated.search_arrays(queries, k=k, ef=100)
+    for level, (ids, vectors) in enumerate(grown):
+        row_of = {node: i for i, node in enumerate(updated.ids[level])}
+        expected = [[row_of[ids[r]] for r in e] for e in _exact(vectors, queries, k)]
+        recall = np.mean([len(set(rows[q, level]) & set(expected[q])) / k for q in range(len(queries))])
+        assert recall >= 0.95, (level, recall)
+    for level in range(1, updated.n_layers):
+        a, b = updated.offsets[level], updated.offsets[level + 1]
+        links = updated.down[a:b]
+        assert (links >= updated.offsets[level - 1]).all() and (links < updated.offsets[level]).all()
+    a, b = updated.offsets[0], updated.offsets[1]
+    assert (updated.deg[a:b] >= 1).all()
+
+
+def test_an_update_with_nothing_changed_is_the_same_index_and_too_much_change_builds_afresh(medium) -> None:
+    index, layers = medium
+    same, done = CHnswIndex.updated(index, layers)
+    assert done == {"mode": "update", "inserted": 0, "kept": sum(len(ids) for ids, _ in layers)}
+    assert np.array_equal(same.adj, index.adj) and np.array_equal(same.down, index.down)
+    _, done = CHnswIndex.updated(index, _changed(layers, seed=22, share=0.2))
+    assert done["mode"] == "full"
+    _, done = CHnswIndex.updated(index, layers[:-1])
+    assert done["mode"] == "full"

@@ -331,6 +331,7 @@ def test_a_small_insert_attaches_and_keeps_every_hierarchy_whole(tmp_path: Path)
     assert manifest["communities:archrag"]["stats"]["per_level"][0]["knn_lists"] == "update"
     assert ws.artifact_path("communities.archrag.knn.npz").exists()
     assert ws.artifact_path("communities.leanrag.link_bases.npz").exists()
+    assert manifest["chnsw"]["update"]["mode"] == "update"  # unchanged nodes kept their links
     # Only communities whose members or member texts changed were asked again.
     assert grown.ledger.total().llm_calls < first.ledger.total().llm_calls
     root = ws.root

@@ -504,14 +504,35 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     for level in sorted(by_level):
         members = by_level[level]
         layers.append((members, np.asarray(vectors[[row[m] for m in members]], dtype=np.float32)))
-    with ctx.progress.task("building C-HNSW"):
-        index = CHnswIndex.build(layers, m=config.m, ef_construction=config.ef_construction, seed=config.seed)
+    previous = _previous_chnsw(ctx, key, config, directory)
+    with ctx.progress.task("building C-HNSW" if previous is None else "updating C-HNSW"):
+        if previous is None:
+            index = CHnswIndex.build(layers, m=config.m, ef_construction=config.ef_construction, seed=config.seed)
+            update = {"mode": "full", "reason": "no previous index with this config"}
+        else:  # an insert or delete: unchanged nodes keep their links, the rest are inserted
+            index, update = CHnswIndex.updated(previous, layers)
     index.save(directory)
     ctx.workspace.set_manifest_entry(key, {
-        "config": _config_dict(config), "inputs": inputs, "stats": index.stats(),
+        "config": _config_dict(config), "inputs": inputs, "stats": index.stats(), "update": update,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=(directory,))
     return True
+
+
+def _previous_chnsw(ctx: BuildContext, key: str, config: CHnswConfig, directory: Any) -> Any:
+    """The last C-HNSW of ``key`` to continue, when it was built whole with this config and
+    ``index.update`` is ``attach``; None otherwise (or when its files are damaged)."""
+    from unirag.index.chnsw import CHnswIndex
+
+    entry = ctx.workspace.manifest_entry(key)
+    if ctx.settings.index.update != "attach" or not entry or entry.get("config") != _config_dict(config):
+        return None
+    if (ctx.workspace.artifact_problem(key) or "").startswith("damaged"):
+        return None
+    try:
+        return CHnswIndex.load(directory)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _specs() -> list[ArtifactSpec]:

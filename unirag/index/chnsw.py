@@ -85,6 +85,26 @@ def _validate_layers(layers: Sequence[tuple[Sequence[str], np.ndarray]]) -> tupl
     return ids_per_layer, vectors
 
 
+def _without_orphans(previous: CHnswIndex, ids: list[list[str]], kept_rows: list[np.ndarray],
+                     new_rows: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Kept nodes none of whose links survive are inserted anew (nothing would lead out of them)."""
+    alive = np.zeros(len(previous.vectors), dtype=bool)
+    for level, kept in enumerate(kept_rows):
+        old = {node: i for i, node in enumerate(previous.ids[level])}
+        alive[int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in kept], dtype=np.int64)] = True
+    out_kept, out_new = [], []
+    for level, (kept, new) in enumerate(zip(kept_rows, new_rows)):
+        old = {node: i for i, node in enumerate(previous.ids[level])}
+        rows = int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in kept], dtype=np.int64)
+        links = previous.adj[rows]
+        has_link = ((links >= 0) & alive[np.clip(links, 0, None)]).any(axis=1) if len(rows) else np.zeros(0, bool)
+        if len(kept) == 1:
+            has_link[:] = True  # a layer's only kept node needs no link to be reached
+        out_kept.append(kept[has_link])
+        out_new.append(np.sort(np.concatenate([new, kept[~has_link]])))
+    return out_kept, out_new
+
+
 class CHnswIndex:
     """One C-HNSW over layers 0..L. Build once, save, load once per process, search many times.
 
@@ -160,11 +180,82 @@ class CHnswIndex:
         rand_u = rng.random(n)
         ef = max(int(ef_construction), int(m))
         _kernels().build_kernel(flat, offsets, adj, deg, down, layer_entry, int(m), ef, int(ef_link),
-                                bool(heuristic), bool(refine_links), rand_u)
+                                bool(heuristic), bool(refine_links), rand_u, offsets[:-1].copy())
         params = {"m": int(m), "ef_construction": int(ef_construction), "seed": int(seed),
                   "heuristic": bool(heuristic), "refine_links": bool(refine_links), "ef_link": int(ef_link),
                   "max_degree": max_degree}
         return cls(ids, flat, offsets, adj, deg, down, layer_entry, params)
+
+    @classmethod
+    def updated(cls, previous: CHnswIndex, layers: Sequence[tuple[Sequence[str], np.ndarray]],
+                max_new_share: float = 0.25) -> tuple[CHnswIndex, dict[str, Any]]:
+        """``layers`` indexed by continuing ``previous`` (built with the same parameters): nodes
+        whose id and vector are unchanged keep their links (links to nodes now gone are dropped),
+        the rest are inserted as :meth:`build` inserts them. Falls back to a full build when the
+        layer count differs or more than ``max_new_share`` of the nodes are new. Returns the index
+        and ``{"mode": "update"|"full", "inserted": .., "kept": ..}``.
+
+        Like any HNSW after insertions, the graph differs from a fresh build's (node order
+        decides links); searches are as good, which the tests measure."""
+        p = previous.params
+        ids, vectors = _validate_layers(layers)
+        total = sum(len(layer_ids) for layer_ids in ids)
+        kept_rows, new_rows = [], []
+        if len(ids) == previous.n_layers and vectors[0].shape[1] == previous.dim:
+            for level, (layer_ids, vecs) in enumerate(zip(ids, vectors)):
+                old = {node: i for i, node in enumerate(previous.ids[level])}
+                start = int(previous.offsets[level])
+                candidates = np.array([old.get(node, -1) for node in layer_ids], dtype=np.int64)
+                has = candidates >= 0
+                same = np.zeros(len(layer_ids), dtype=bool)
+                same[has] = (previous.vectors[start + candidates[has]] == vecs[has]).all(axis=1)
+                kept_rows.append(np.flatnonzero(same))
+                new_rows.append(np.flatnonzero(~same))
+        if kept_rows:
+            kept_rows, new_rows = _without_orphans(previous, ids, kept_rows, new_rows)
+        inserted = sum(len(r) for r in new_rows)
+        if not kept_rows or inserted > max_new_share * total:
+            index = cls.build(layers, m=p["m"], ef_construction=p["ef_construction"], seed=p["seed"],
+                              heuristic=p["heuristic"], refine_links=p["refine_links"], ef_link=p["ef_link"])
+            return index, {"mode": "full", "inserted": total, "kept": 0}
+        order = [np.concatenate([k, r]) for k, r in zip(kept_rows, new_rows)]
+        ids = [[layer_ids[i] for i in o] for layer_ids, o in zip(ids, order)]
+        vectors = [vecs[o] for vecs, o in zip(vectors, order)]
+        sizes = np.array([len(layer_ids) for layer_ids in ids], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        flat = np.ascontiguousarray(np.concatenate(vectors, axis=0), dtype=np.float32)
+        n, max_degree = int(offsets[-1]), int(p["max_degree"])
+        # previous global row -> new global row, for the kept nodes
+        moved = np.full(len(previous.vectors), -1, dtype=np.int64)
+        for level, kept in enumerate(kept_rows):
+            old = {node: i for i, node in enumerate(previous.ids[level])}
+            old_global = int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in range(len(kept))],
+                                                                 dtype=np.int64)
+            moved[old_global] = offsets[level] + np.arange(len(kept))
+        adj = np.full((n, max_degree), -1, dtype=np.int32)
+        deg = np.zeros(n, dtype=np.int32)
+        down = np.full(n, -1, dtype=np.int32)
+        kept_old = np.flatnonzero(moved >= 0)
+        kept_new = moved[kept_old]
+        links = previous.adj[kept_old].astype(np.int64)
+        links = np.where(links >= 0, moved[np.clip(links, 0, None)], -1)
+        order_valid = np.argsort(links < 0, axis=1, kind="stable")  # kept links first, in their order
+        adj[kept_new] = np.take_along_axis(links, order_valid, axis=1).astype(np.int32)
+        deg[kept_new] = (links >= 0).sum(axis=1).astype(np.int32)
+        below = previous.down[kept_old].astype(np.int64)
+        down[kept_new] = np.where(below >= 0, moved[np.clip(below, 0, None)], -1).astype(np.int32)
+        rng = np.random.default_rng(p["seed"])
+        layer_entry = np.empty(len(sizes), dtype=np.int32)
+        for level in range(len(sizes)):
+            before = int(moved[previous.layer_entry[level]])
+            layer_entry[level] = before if before >= 0 else int(offsets[level])
+        rand_u = rng.random(n)
+        first_new = offsets[:-1] + np.array([len(k) for k in kept_rows], dtype=np.int64)
+        ef = max(int(p["ef_construction"]), int(p["m"]))
+        _kernels().build_kernel(flat, offsets, adj, deg, down, layer_entry, int(p["m"]), ef, int(p["ef_link"]),
+                                bool(p["heuristic"]), bool(p["refine_links"]), rand_u, first_new)
+        return cls(ids, flat, offsets, adj, deg, down, layer_entry, dict(p)), {
+            "mode": "update", "inserted": inserted, "kept": total - inserted}
 
     # -- shape -----------------------------------------------------------
     @property

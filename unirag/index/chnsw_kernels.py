@@ -203,7 +203,7 @@ def _add_link(vecs, adj, deg, u, w, heuristic, pc_i, pc_d, ps_i, ps_d, sel):  # 
 
 
 @nb.njit(cache=True, fastmath=True, nogil=True)
-def build_kernel(vecs, offsets, adj, deg, down, layer_entry, m, ef_construction, ef_link, heuristic, refine, rand_u):  # pragma: no cover
+def build_kernel(vecs, offsets, adj, deg, down, layer_entry, m, ef_construction, ef_link, heuristic, refine, rand_u, first_new):  # pragma: no cover
     """ArchRAG Algorithm 3: insert layer L, then L-1, ... 0, one node at a time.
 
     For a node v of layer l < L: descend from the top entry (greedy above layer l+1, an
@@ -215,7 +215,9 @@ def build_kernel(vecs, offsets, adj, deg, down, layer_entry, m, ef_construction,
     After a layer, every node of layer l+1 still without a link gets its nearest node of
     layer l by a search (with ``refine``, every node of layer l+1 is re-searched and keeps
     the nearer of its link and the found node). ``rand_u`` (N,) uniforms in [0, 1) make the
-    random starts seeded.
+    random starts seeded. ``first_new`` (L+1,): per layer the first row to insert; the rows
+    before it are already in place (an update continuing a previous build; a full build
+    passes ``offsets[:-1]``).
     """
     n_layers = offsets.shape[0] - 1
     top = n_layers - 1
@@ -240,7 +242,7 @@ def build_kernel(vecs, offsets, adj, deg, down, layer_entry, m, ef_construction,
     for l in range(top, -1, -1):
         a = offsets[l]
         b = offsets[l + 1]
-        for v in range(a, b):
+        for v in range(first_new[l], b):
             q = vecs[v]
             s = -1
             if l < top:
