@@ -112,3 +112,48 @@ def test_a_parent_of_a_changed_child_is_not_unchanged() -> None:
     carrier.built(1, ["L1-a'", "L1-b"])  # the a-group's members changed, so did its id
     second = carrier.grouping(2, ["L1-a'", "L1-b"], _unit([1, 0, 0], [0, 1, 0]), AttachPolicy())
     assert second is not None and second.unchanged == [False]  # its summary quotes the changed child
+
+
+def _adjacency(n: int, edges: list[tuple[int, int]]):
+    from scipy.sparse import coo_matrix
+
+    a = np.array(edges, dtype=np.int64)
+    return coo_matrix((np.ones(2 * len(a)), (np.concatenate([a[:, 0], a[:, 1]]), np.concatenate([a[:, 1], a[:, 0]]))),
+                      shape=(n, n)).tocsr()
+
+
+def _triangles(count: int) -> tuple[list[tuple[int, int]], list[np.ndarray]]:
+    """``count`` separate triangles (rows 3i..3i+2), each a group: a graph big enough for
+    modularity to welcome a node with a single link (its gain is 1 - deg * vol(C) / 2m)."""
+    edges = [e for i in range(count) for e in ((3 * i, 3 * i + 1), (3 * i + 1, 3 * i + 2), (3 * i, 3 * i + 2))]
+    return edges, [np.arange(3 * i, 3 * i + 3) for i in range(count)]
+
+
+def test_new_rows_linked_to_each_other_join_one_group_together() -> None:
+    """New rows 90-91 are linked to each other; 90 has one link to group 0 and one to group 1,
+    91 two links to group 1: as a unit they join group 1, both of them (row by row, 90 could
+    have gone either way)."""
+    from unirag.graph.attach import AttachPolicy, attach_targets
+
+    edges, groups = _triangles(30)
+    edges += [(90, 91), (90, 0), (90, 3), (91, 4), (91, 5)]
+    target = attach_targets(np.array([90, 91]), groups, np.zeros((92, 1), np.float32), _adjacency(92, edges),
+                            AttachPolicy(by_neighbours=True, by_similarity=False))
+    assert target.tolist() == [1, 1]
+
+
+def test_a_new_row_linked_only_to_new_rows_follows_them_and_a_loose_unit_stays_out() -> None:
+    from unirag.graph.attach import AttachPolicy, attach_targets
+
+    policy = AttachPolicy(by_neighbours=True, by_similarity=False)
+    # 90 -- 0 (one link into group 0); 91 -- 90 only: one unit, joins group 0
+    edges, groups = _triangles(30)
+    assert attach_targets(np.array([90, 91]), groups, np.zeros((92, 1), np.float32),
+                          _adjacency(92, edges + [(90, 0), (91, 90)]), policy).tolist() == [0, 0]
+    # a new triangle tied by one link to group 0: in a small graph the gain 1 - 7 * 7 / 2m is
+    # negative, so it is a community of its own (among 30 triangles it would join: modularity's
+    # resolution limit, as in a full Leiden run)
+    edges, groups = _triangles(2)
+    new = [(6, 7), (7, 8), (6, 8), (6, 0)]
+    assert attach_targets(np.array([6, 7, 8]), groups, np.zeros((9, 1), np.float32),
+                          _adjacency(9, edges + new), policy).tolist() == [-1, -1, -1]

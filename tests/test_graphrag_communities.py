@@ -428,7 +428,22 @@ def test_carried_leiden_splits_a_root_that_grew_past_the_cap() -> None:
 
     before = make_graph(4, _cliques([4]))
     previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
+    # four new entities, each tied to two members of the clique and not to each other: each joins it
+    grown = make_graph(8, _cliques([4], [(4, 0), (4, 1), (5, 1), (5, 2), (6, 2), (6, 3), (7, 3), (7, 0)]))
+    levels, stats = carried_leiden(grown, previous, max_cluster_size=5)
+    assert len(levels[0]) == 1 and len(levels[0][0].rows) == 8
+    assert stats["splits"] == 1 and sum(len(c.rows) for c in levels[1]) == 8
+    assert all(len(c.rows) <= 5 for c in levels[1])
+
+
+def test_a_new_clique_loosely_tied_to_a_community_is_a_community_of_its_own() -> None:
+    """Modularity decides: four new entities linked to each other (6 links) and by two links to an
+    old clique form their own root, as Leiden would; they do not dilute the old one."""
+    from unirag.index.graphrag_communities import carried_leiden
+
+    before = make_graph(4, _cliques([4]))
+    previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
     grown = make_graph(8, _cliques([4, 4], [(0, 4), (1, 5)]))
     levels, stats = carried_leiden(grown, previous, max_cluster_size=5)
-    assert len(levels[0]) == 1 and len(levels[0][0].rows) == 8  # the new clique joined through its links
-    assert stats["splits"] == 1 and sorted(len(c.rows) for c in levels[1]) == [4, 4]
+    assert sorted(sorted(c.rows) for c in levels[0]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert stats["new_roots"] == 1 and stats["attached"] == 0

@@ -165,7 +165,7 @@ def attach_targets(
         return target
     membership = _membership(groups, len(vectors))
     if policy.by_neighbours and adjacency is not None:
-        target = _attach_by_neighbours(new_rows, groups, adjacency)
+        target = _attach_by_neighbours(new_rows, groups, adjacency, policy.max_size)
     rest = np.flatnonzero(target < 0)
     if len(rest) and policy.by_similarity:
         compare = group_vectors if group_vectors is not None else _centroids(vectors, membership)
@@ -177,29 +177,82 @@ def attach_targets(
     return target
 
 
-def _attach_by_neighbours(new_rows: np.ndarray, groups: Groups, adjacency: Any) -> np.ndarray:
-    """The group holding most of each new row's neighbours, in rounds: a new row linked only to
-    other new rows joins once they have joined (as far as the links reach). -1: no neighbour."""
-    from scipy.sparse import csr_matrix
+def _attach_by_neighbours(new_rows: np.ndarray, groups: Groups, adjacency: Any,
+                          max_unit: int | None = None) -> np.ndarray:
+    """The group each new row joins (-1: none), one *unit* at a time.
 
-    n = adjacency.shape[0]
+    A unit is a connected set of new rows (the new entities of one passage,
+    linked to each other); a unit past ``max_unit`` rows is taken row by row.
+    A unit joins the group with the largest modularity gain
+    ``e(S, C) - vol(S) vol(C) / 2m`` when that gain is positive: one
+    local-moving step of Louvain/Leiden with the unit as one node, which keeps
+    a passage's new entities together as re-clustering would, and touches one
+    community per passage instead of one per entity. In rounds, so a unit
+    linked only to other new units joins once they have; a unit with no
+    positive gain, or no placed neighbour, stays unattached (-1).
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n, k = adjacency.shape[0], len(new_rows)
+    target = np.full(k, -1, dtype=np.int64)
+    degree = np.asarray(adjacency.sum(axis=1), dtype=np.float64).reshape(-1)
+    two_m = float(degree.sum())
+    if not k or not groups or two_m == 0:
+        return target
     owner = np.full(n, -1, dtype=np.int64)
     for index, group in enumerate(groups):
         owner[group] = index
-    target = np.full(len(new_rows), -1, dtype=np.int64)
-    pending = np.arange(len(new_rows))
+    _, unit = connected_components(adjacency[new_rows][:, new_rows], directed=False)
+    if max_unit is not None:
+        alone = np.bincount(unit)[unit] > max_unit
+        unit[alone] = unit.max() + 1 + np.arange(int(alone.sum()))
+    _, unit = np.unique(unit, return_inverse=True)
+    n_units = int(unit.max()) + 1
+    vol_unit = np.bincount(unit, weights=degree[new_rows], minlength=n_units)
+    placed = owner >= 0
+    vol_group = np.bincount(owner[placed], weights=degree[placed], minlength=len(groups)).astype(np.float64)
+    unit_links = (csr_matrix((np.ones(k), (unit, np.arange(k))), shape=(n_units, k)) @ adjacency[new_rows]).tocsr()
+    unit_target = np.full(n_units, -1, dtype=np.int64)
+    pending = np.arange(n_units)
     while len(pending):
-        placed = np.flatnonzero(owner >= 0)
-        onehot = csr_matrix((np.ones(len(placed)), (placed, owner[placed])), shape=(n, len(groups)))
-        counts = (adjacency[new_rows[pending]] @ onehot).tocsr()
-        has = np.asarray(counts.max(axis=1).todense()).reshape(-1) > 0
-        if not has.any():
+        placed_rows = np.flatnonzero(owner >= 0)
+        onehot = csr_matrix((np.ones(len(placed_rows)), (placed_rows, owner[placed_rows])), shape=(n, len(groups)))
+        counts = (unit_links[pending] @ onehot).tocoo()
+        if counts.nnz == 0:
             break
-        best = np.asarray(counts.argmax(axis=1)).reshape(-1)
-        target[pending[has]] = best[has]
-        owner[new_rows[pending[has]]] = best[has]
-        pending = pending[~has]
-    return target
+        gain = counts.data - vol_unit[pending[counts.row]] * vol_group[counts.col] / two_m
+        order = np.lexsort((counts.col, -gain, counts.row))  # per unit: best gain first, ties by group
+        first = order[np.concatenate([[True], np.diff(counts.row[order]) != 0])]
+        linked, best, best_gain = pending[counts.row[first]], counts.col[first], gain[first]
+        joins = best_gain > 0
+        unit_target[linked[joins]] = best[joins]
+        joined_rows = np.flatnonzero(np.isin(unit, linked[joins]))
+        owner[new_rows[joined_rows]] = unit_target[unit[joined_rows]]
+        np.add.at(vol_group, best[joins], vol_unit[linked[joins]])
+        pending = np.setdiff1d(pending, linked)  # linked units are placed or refused; the rest wait
+        if not joins.any():
+            break
+    return unit_target[unit]
+
+
+def components_group_new(adjacency: Any, vectors: np.ndarray, max_size: int | None) -> GroupNew:
+    """Unattached new members grouped by their links to each other (one group per connected
+    set, bisected to ``max_size``): what graph clustering would keep together."""
+    def group(rows: np.ndarray) -> Groups:
+        if not len(rows):
+            return []
+        from scipy.sparse.csgraph import connected_components
+
+        rows = np.sort(rows)
+        _, labels = connected_components(adjacency[rows][:, rows], directed=False)
+        out: Groups = []
+        for label in range(int(labels.max()) + 1):
+            part = rows[labels == label]
+            out.extend(bisect(part, vectors, balanced_sizes(len(part), max_size or len(part))))
+        return out
+
+    return group
 
 
 def default_group_new(vectors: np.ndarray, max_size: int | None) -> GroupNew:
@@ -260,7 +313,10 @@ def carry_groups(
         groups[g] = np.sort(np.concatenate([groups[g], new_rows[target == g]]))
         whole[g] = False
     stats = {"detached": detached, "attached": int((target >= 0).sum()), "new_members": len(new_rows)}
-    fresh = (group_new or default_group_new(vectors, policy.max_size))(new_rows[target < 0])
+    if group_new is None:
+        group_new = (components_group_new(adjacency, vectors, policy.max_size)
+                     if policy.by_neighbours and adjacency is not None else default_group_new(vectors, policy.max_size))
+    fresh = group_new(new_rows[target < 0])
     stats["new_groups"] = len(fresh)
     groups.extend(fresh)
     origin.extend([None] * len(fresh))
