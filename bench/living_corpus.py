@@ -22,6 +22,7 @@ changed (what it must re-summarise at most).
 Run from the repository root::
 
     .venv/bin/python bench/living_corpus.py [--limit 6119] [--share 0.01] [--keep DIR]
+                                            [--no-full [--snapshot DIR]]
 
 The markdown table goes to stdout, the figures to ``bench/out/living_corpus.json``.
 """
@@ -124,6 +125,15 @@ def _measure(label: str, action: Any) -> dict[str, Any]:
     return row
 
 
+def _point_at(root: Path, base_url: str) -> None:
+    """A copied workspace's settings, pointed at this run's stand-in endpoint."""
+    import re
+
+    settings = root / "unirag.yaml"
+    settings.write_text(re.sub(r"base_url: \S+", f"base_url: {base_url}", settings.read_text(encoding="utf-8")),
+                        encoding="utf-8")
+
+
 def _members(workspace: Any) -> dict[str, set[frozenset[str]]]:
     from unirag.index.community_store import CommunityStore
 
@@ -141,6 +151,9 @@ def main() -> None:
     parser.add_argument("--no-full", action="store_true",
                         help="skip the separate full build and compare with the base build (the other 99 %%), "
                              "halving the time on a big corpus")
+    parser.add_argument("--snapshot", type=Path,
+                        help="with --no-full: keep the base build (workspace and its row) in this directory, "
+                             "or start from it when it is there, to measure insert and delete again")
     args = parser.parse_args()
 
     from unirag.config import load_settings
@@ -176,7 +189,21 @@ def main() -> None:
 
     rows = [] if args.no_full else [_measure(f"full build ({len(passages)} passages)",
                                              lambda: index("full", [everything]))]
-    rows.append(_measure(f"base build ({len(passages) - n_new} passages)", lambda: index("grow", [base])))
+    snapshot = args.snapshot if args.no_full else None
+    if snapshot is not None and (snapshot / "base_row.json").exists():
+        import shutil
+
+        shutil.copytree(snapshot / "grow", root / "grow")
+        _point_at(root / "grow", base_url)
+        rows.append(json.loads((snapshot / "base_row.json").read_text(encoding="utf-8")))
+        print(f"base build: from the snapshot in {snapshot}", file=sys.stderr)
+    else:
+        rows.append(_measure(f"base build ({len(passages) - n_new} passages)", lambda: index("grow", [base])))
+        if snapshot is not None:
+            import shutil
+
+            shutil.copytree(root / "grow", snapshot / "grow")
+            (snapshot / "base_row.json").write_text(json.dumps(rows[-1]), encoding="utf-8")
     ws = Workspace.open(root / "grow")
     before = _members(ws)
     ws.close()
