@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from unirag.errors import damaged_database
+from unirag.store.sqlite import prepare_wal
 
 T = TypeVar("T")
-C = TypeVar("C", bound=sqlite3.Connection)
 Warn = Callable[[str], None]
 #: ``PRAGMA quick_check`` reads every page: at open it costs milliseconds on caches up
 #: to this size; larger ones are checked by their reads and writes alone.
@@ -42,20 +42,6 @@ CREATE TABLE IF NOT EXISTS embedding (
     key TEXT PRIMARY KEY, model TEXT, dim INTEGER, vector BLOB, created REAL
 );
 """
-
-
-def prepare_wal(db: C, schema: str) -> C:
-    """WAL journal, NORMAL sync and ``schema`` on a fresh connection (closed if that fails):
-    the setup the cache and the workspace store share."""
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(schema)
-        db.commit()
-    except BaseException:
-        db.close()
-        raise
-    return db
 
 
 def _python_warning(message: str) -> None:
