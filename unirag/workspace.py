@@ -396,7 +396,7 @@ class Workspace:
     def counts(self) -> dict[str, int]:
         docs = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks, tokens = self.db.execute("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM chunks").fetchone()
-        return {"documents": docs, "chunks": chunks, "chunk_tokens": tokens}
+        return {"documents": docs, "chunks": chunks, "chunk_tokens": int(tokens)}  # PostgreSQL sums as numeric
 
     def chunk_ids(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT id FROM chunks ORDER BY seq")]

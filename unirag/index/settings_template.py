@@ -92,3 +92,16 @@ def _dataclass_lines(config: type, depth: int) -> list[str]:
             continue
         lines.append(f"# {pad}{field.name}: {_scalar(default)}")
     return lines
+
+
+def with_store(text: str, store: str | None) -> str:
+    """The settings file ``text`` with ``store:`` set (uncommented) when ``store`` is given."""
+    if not store:
+        return text
+    line = f"store: {json.dumps(store)}"
+    lines = text.splitlines()
+    for number, old in enumerate(lines):
+        if old.startswith("# store:"):
+            lines[number] = line
+            return "\n".join(lines) + "\n"
+    return text.rstrip("\n") + "\n" + line + "\n"

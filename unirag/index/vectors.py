@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,6 +28,35 @@ def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> Works
         f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
         "use the same embedding settings, or re-index with 'unirag index --rebuild'"
     )
+
+
+class VectorIndex(Protocol):
+    """What a query needs of a vector index, whichever store holds it: :class:`HnswIndex`
+    (a file, the SQLite store) or :class:`~unirag.index.pgvector_index.PgVectorIndex`
+    (a pgvector table, the PostgreSQL store). Both answer the same top-k, equal scores by id."""
+
+    ids: list[str]  # row -> id, the artifact's row order
+    dim: int
+    label: str
+
+    def __len__(self) -> int: ...
+
+    def search(self, query: np.ndarray, k: int) -> list[list[tuple[str, float]]]: ...
+
+    def labelled(self, label: str) -> VectorIndex: ...
+
+
+def read_ids_file(path: Path) -> dict[str, Any]:
+    """The ``.ids.json`` beside a vector index: ``dim``, ``ids`` (row -> id), and ``labels``
+    (label -> row) after an in-place hnswlib update."""
+    return json.loads(path.read_text())
+
+
+def write_ids_file(path: Path, ids: list[str], dim: int, labels: list[int] | None = None) -> None:
+    meta: dict[str, Any] = {"dim": dim, "ids": ids}
+    if labels is not None:
+        meta["labels"] = labels
+    atomic_write_bytes(path, json.dumps(meta).encode())
 
 
 class HnswIndex:
@@ -107,16 +136,13 @@ class HnswIndex:
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             self._index.save_index(str(tmp))
-        meta: dict[str, Any] = {"dim": self.dim, "ids": self.ids}
-        if self.label_rows is not None:
-            meta["labels"] = self.label_rows
-        atomic_write_bytes(self.ids_path(path), json.dumps(meta).encode())
+        write_ids_file(self.ids_path(path), self.ids, self.dim, self.label_rows)
 
     @classmethod
     def load(cls, path: Path) -> HnswIndex:
         import hnswlib
 
-        meta = json.loads(cls.ids_path(path).read_text())
+        meta = read_ids_file(cls.ids_path(path))
         labels = meta.get("labels")
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(labels if labels is not None else meta["ids"])))
@@ -130,7 +156,7 @@ class HnswIndex:
     @staticmethod
     def load_ids(path: Path) -> list[str]:
         """The row -> id map of a saved index, without loading the index."""
-        return list(json.loads(HnswIndex.ids_path(path).read_text())["ids"])
+        return list(read_ids_file(HnswIndex.ids_path(path))["ids"])
 
     def __len__(self) -> int:
         return len(self.ids)
