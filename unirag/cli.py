@@ -549,6 +549,27 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
 
 @app.command()
 @_handle_errors
+def migrate(
+    workspace: WorkspaceOpt,
+    to: Annotated[str, typer.Option("--to", help="the store to copy into: sqlite or postgresql://user@host:port/db"
+                                                 "[?schema=NAME]", show_default=False)],
+    source: Annotated[str | None, typer.Option("--from", help="the store to copy from (default: the "
+                                                               "workspace's store setting)")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="empty a target that already holds a workspace "
+                                                            "(a SQLite file is moved aside)")] = False,
+) -> None:
+    """Copy the workspace into another store (tables, model cache, artifact files, vector
+    indices), verify counts and fingerprints, and switch its settings to the new store.
+    The old store is left as it was."""
+    from unirag.migrate import migrate_workspace
+
+    _start_log(workspace)
+    report = migrate_workspace(workspace, to, source=source, replace=replace, say=print)
+    print(f"migrated {workspace} to {report.target}; its settings now name that store")
+
+
+@app.command()
+@_handle_errors
 def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """Counts of documents and chunks, graphs, communities per level, artifacts, and usage per stage."""
     from unirag.api import workspace_stats

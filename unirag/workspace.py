@@ -434,16 +434,24 @@ class Workspace:
         size of each file (every file under a directory) is recorded, so that
         :meth:`is_current` and :meth:`stale_artifacts` see a lost or cut one."""
         entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
+        self.record_manifest_entry(name, entry, files)
+
+    def record_manifest_entry(self, name: str, entry: dict[str, Any], files: Iterable[Path] = ()) -> None:
+        """Write ``entry`` as given (a copied one keeps its build time and corpus version) with the
+        sizes of ``files``; on PostgreSQL their bytes go to the store in the same transaction."""
+        entry = {key: value for key, value in entry.items() if key not in ("files", "digest")}
         sizes = self._file_sizes(files)
         if sizes:
             entry["files"] = sizes
         with self.db:
             if self.location.is_postgres:
-                entry["digest"] = self.artifact_files.upload(name, sizes)
+                self.artifact_files.drop(name)
+                if sizes:
+                    entry["digest"] = self.artifact_files.upload(name, sizes)
             self.db.execute(self.db.dialect.replace_into("manifest", ("name", "entry"), ("name",)),
                             (name, json.dumps(entry)))
-        if self.location.is_postgres:
-            self.artifact_files.mark_checked_out(name, entry.get("digest", ""))
+        if self.location.is_postgres and sizes:
+            self.artifact_files.mark_checked_out(name, entry["digest"])
 
     def _file_sizes(self, paths: Iterable[Path]) -> dict[str, int]:
         """Workspace-relative path -> size of every file in ``paths`` (directories walked)."""

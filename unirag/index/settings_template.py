@@ -95,13 +95,14 @@ def _dataclass_lines(config: type, depth: int) -> list[str]:
 
 
 def with_store(text: str, store: str | None) -> str:
-    """The settings file ``text`` with ``store:`` set (uncommented) when ``store`` is given."""
+    """The settings file ``text`` with its ``store:`` line (set or commented out) set to ``store``,
+    appended when there is none; ``text`` as is when no store is given."""
     if not store:
         return text
     line = f"store: {json.dumps(store)}"
     lines = text.splitlines()
     for number, old in enumerate(lines):
-        if old.startswith("# store:"):
+        if old.startswith(("store:", "# store:")):
             lines[number] = line
             return "\n".join(lines) + "\n"
-    return text.rstrip("\n") + "\n" + line + "\n"
+    return "\n".join([*lines, line]) + "\n"

@@ -17,6 +17,7 @@ rather than rebuilt. (Vector indices are pgvector tables, not files: see
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,26 @@ CREATE TABLE IF NOT EXISTS artifact_files (
 MIGRATIONS = (tables_migration(1, "artifact_files", _SCHEMA),)
 
 
+def files_digest(digests: dict[str, str]) -> str:
+    """One digest of an artifact's files: sha256 over each path and its content's sha256, by path."""
+    whole = hashlib.sha256()
+    for relative in sorted(digests):
+        whole.update(f"{relative}\0{digests[relative]}\n".encode())
+    return whole.hexdigest()
+
+
+def local_digest(root: Path, relatives: Iterable[str]) -> str:
+    """:func:`files_digest` of files under ``root``."""
+    digests = {}
+    for relative in relatives:
+        digest = hashlib.sha256()
+        with open(root / relative, "rb") as handle:
+            for data in iter(lambda: handle.read(PART_BYTES), b""):
+                digest.update(data)
+        digests[relative] = digest.hexdigest()
+    return files_digest(digests)
+
+
 class ArtifactFiles:
     """The blobs of every artifact's files in ``db``, and their local copy under ``root``."""
 
@@ -44,10 +65,9 @@ class ArtifactFiles:
 
     # -- writing (inside the caller's transaction) ---------------------------------
     def upload(self, artifact: str, sizes: dict[str, int]) -> str:
-        """Store the files ``sizes`` names (workspace-relative paths) as ``artifact``'s, replacing
-        what it had; returns their digest (sha256 over each path and its content's sha256)."""
-        self.drop(artifact)
-        whole = hashlib.sha256()
+        """Store the files ``sizes`` names (workspace-relative paths) as ``artifact``'s (the caller
+        dropped what it had); returns their digest (:func:`files_digest`)."""
+        digests = {}
         for relative in sorted(sizes):
             digest = hashlib.sha256()
             with open(self.root / relative, "rb") as handle:
@@ -60,8 +80,21 @@ class ArtifactFiles:
                     part += 1
                     if len(data) < PART_BYTES:
                         break
-            whole.update(f"{relative}\0{digest.hexdigest()}\n".encode())
-        return whole.hexdigest()
+            digests[relative] = digest.hexdigest()
+        return files_digest(digests)
+
+    def stored_digest(self, artifact: str, relatives: Iterable[str]) -> str:
+        """:func:`files_digest` of ``artifact``'s blobs of ``relatives`` as stored (read back: what a
+        migration verifies)."""
+        digests = {}
+        for relative in relatives:
+            digest = hashlib.sha256()
+            parts = [row[0] for row in self.db.execute(
+                "SELECT part FROM artifact_files WHERE artifact = ? AND path = ? ORDER BY part", (artifact, relative))]
+            for part in parts:
+                digest.update(self._part(artifact, relative, part))
+            digests[relative] = digest.hexdigest()
+        return files_digest(digests)
 
     def drop(self, artifact: str) -> None:
         self.db.execute("DELETE FROM artifact_files WHERE artifact = ?", (artifact,))

@@ -88,6 +88,17 @@ def schema_exists(location: StoreLocation, where: str) -> bool:
         conn.close()
 
 
+def drop_schema(location: StoreLocation, where: str) -> None:
+    """Drop the workspace's schema with everything in it (``unirag migrate --replace``)."""
+    from psycopg import sql
+
+    conn = _plain_connection(location, where)
+    try:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(location.schema)))
+    finally:
+        conn.close()
+
+
 class PostgresDatabase:
     """A :class:`~unirag.store.database.Database` over one psycopg connection (thread-safe:
     psycopg serialises statements on a connection; a transaction belongs to its thread)."""
@@ -105,6 +116,7 @@ class PostgresDatabase:
     @classmethod
     def connect(cls, location: StoreLocation, where: str) -> PostgresDatabase:
         """Connect, creating the schema (and the ``vector`` extension) when missing."""
+        _psycopg()
         import_optional("pgvector.psycopg", "postgres", "the PostgreSQL store")
         from pgvector.psycopg import register_vector
         from psycopg import sql
@@ -153,6 +165,15 @@ class PostgresDatabase:
         rows = self.conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
                                  "AND table_type = 'BASE TABLE' ORDER BY table_name COLLATE \"C\"", (self.schema,))
         return [row[0] for row in rows]
+
+    def continue_identities(self, table: str) -> None:
+        """After rows were copied in with their ids, the next generated id follows the largest."""
+        rows = self.conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = %s "
+            "AND is_identity = 'YES' AND column_name <> '_row'", (self.schema, table)).fetchall()
+        for (column,) in rows:
+            self.conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                              f"COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)")
 
     def close(self) -> None:
         self.conn.close()

@@ -147,6 +147,9 @@ class SqliteDatabase(sqlite3.Connection):
     def table_columns(self, table: str) -> list[str]:
         return [row[1] for row in self.execute(f"PRAGMA table_info({table})")]
 
+    def continue_identities(self, table: str) -> None:
+        """Nothing to do: SQLite's AUTOINCREMENT follows ids inserted explicitly."""
+
     def tables(self) -> list[str]:
         return [row[0] for row in self.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
