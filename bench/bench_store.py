@@ -11,7 +11,10 @@ embedded SQLite file):
   two relationships per entity; seeded);
 * graph load    -- ``GraphStore.load_graph`` of it;
 * extractions   -- ``save_extractions`` of one small extraction per chunk, then
-  ``load_extractions`` of all.
+  ``load_extractions`` of all;
+* vectors       -- a vector index over one seeded random 384-d vector per chunk in the
+  store's form (hnswlib file, or pgvector table with its HNSW index), then ``--lookups``
+  top-10 searches of one query each.
 
 Everything is the store's work only (no embedding, no extraction), so the figures compare
 stores and code versions; run it before and after a change of the store layer. Figures
@@ -63,6 +66,27 @@ def _synthetic_graph(chunk_ids: list[str]) -> Any:
     return graph
 
 
+def _vector_figures(ws: Any, ids: list[str], lookups: int, figures: dict[str, Any]) -> None:
+    """Build a vector index over one seeded random 384-d vector per chunk, in the store's form
+    (hnswlib file or pgvector table), then ``lookups`` top-10 searches of one query each."""
+    import numpy as np
+
+    from unirag.index.vectors import HnswIndex
+
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(len(ids), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[rng.choice(len(ids), size=lookups)]
+    if ws.location.is_postgres:
+        from unirag.index.pgvector_index import PgVectorIndex
+
+        index = _timed(figures, "vector_build", lambda: PgVectorIndex.write(ws.db, "vectors_bench", ids, vectors,
+                                                                            None))
+    else:
+        index = _timed(figures, "vector_build", lambda: HnswIndex.build(vectors, ids))
+    _timed(figures, "vector_search", lambda: [index.search(query, 10) for query in queries])
+
+
 def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
     from unirag.config import load_settings
     from unirag.graph.corpus import ingest
@@ -71,11 +95,12 @@ def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
     from unirag.progress import Progress
     from unirag.workspace import Workspace
 
-    figures: dict[str, Any] = {"store": store or "sqlite", "load_average": os.getloadavg()[0]}
+    figures: dict[str, Any] = {"store": "postgresql" if store else "sqlite", "load_average": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         root = Path(tmp) / "ws"
-        overrides = {"store": store} if store else {}
-        settings = load_settings(root, overrides)
+        if store and "schema=" not in store:  # a schema of its own, dropped at the end
+            store += ("&" if "?" in store else "?") + f"schema=bench_store_{os.getpid()}"
+        settings = load_settings(root, {"store": store} if store else {})
         ws = Workspace.init(root, **({"store": store} if store else {}))
         try:
             _timed(figures, "ingest", lambda: ingest(ws, [corpus], settings, progress=Progress(enabled=False)))
@@ -96,8 +121,13 @@ def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
                            for cid in ids]
             _timed(figures, "extractions_save", lambda: graphs.save_extractions("bench", extractions))
             _timed(figures, "extractions_load", lambda: graphs.load_extractions("bench", ids))
+            _vector_figures(ws, ids, lookups, figures)
         finally:
             ws.close()
+            if ws.location.is_postgres:
+                from unirag.store.postgres import drop_schema
+
+                drop_schema(ws.location, ws.where)
     return figures
 
 
@@ -110,7 +140,7 @@ def main() -> None:
     figures = run(args.corpus, args.store, args.lookups)
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"bench_store_{figures['store'].split(':')[0]}.json").write_text(json.dumps(figures, indent=2))
+    (out / f"bench_store_{figures['store']}.json").write_text(json.dumps(figures, indent=2))
     print(json.dumps(figures, indent=2))
 
 
