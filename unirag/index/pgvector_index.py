@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.index.vectors import TIE_MARGIN, embedding_mismatch, read_ids_file
+from unirag.index.vectors import read_ids_file, search_plan, ties_by_id
 from unirag.store.database import Database
 
 HNSW_M = 16
@@ -104,19 +104,15 @@ class PgVectorIndex:
 
     def search(self, query: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """Top-k (id, cosine) per query row, best first; equal scores by id."""
-        query = np.atleast_2d(np.asarray(query, dtype=np.float32))
-        k = min(k, len(self.ids))
+        query, k, fetch = search_plan(self, query, k)
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
-        if query.shape[1] != self.dim:
-            raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
-        fetch = min(len(self.ids), k + TIE_MARGIN)
         self.db.execute(f"SET hnsw.ef_search = {min(MAX_EF_SEARCH, max(64, 2 * fetch))}")
         out = []
         for row in query:
             hits = self.db.execute(f"SELECT id, -(embedding <#> ?) FROM {self.table} ORDER BY embedding <#> ? LIMIT ?",
                                    (row, row, fetch)).fetchall()
-            out.append(sorted(((item, float(score)) for item, score in hits), key=lambda hit: (-hit[1], hit[0]))[:k])
+            out.append(ties_by_id(((item, float(score)) for item, score in hits), k))
         return out
 
 

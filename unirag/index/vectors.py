@@ -10,6 +10,7 @@ Scores returned are cosine similarities (1 - hnswlib's distance).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -163,20 +164,31 @@ class HnswIndex:
 
     def search(self, query: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """Top-k (id, cosine) per query row, best first."""
-        query = np.atleast_2d(np.asarray(query, dtype=np.float32))
-        k = min(k, len(self.ids))
+        query, k, fetch = search_plan(self, query, k)
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
-        if query.shape[1] != self.dim:
-            raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
-        # Equal scores are ordered by id: which of several tied rows hnswlib returns, and in what
-        # order, depends on how the graph was built (threads, in-place updates), and a query
-        # must not. A few rows past k are fetched so that a tie at the k-th place is settled too.
-        fetch = min(len(self.ids), k + TIE_MARGIN)
         self._index.set_ef(max(64, 2 * fetch))
         labels, distances = self._index.knn_query(query, k=fetch)
         return [
-            sorted(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
-                   key=lambda hit: (-hit[1], hit[0]))[:k]
+            ties_by_id(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
+                       k)
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
+
+
+def search_plan(index: VectorIndex, query: np.ndarray, k: int) -> tuple[np.ndarray, int, int]:
+    """(query rows as float32, k within the index's size, rows to fetch) of a search, the query's
+    dimension checked. Equal scores are ordered by id: which of several tied rows an approximate
+    index returns, and in what order, depends on how it was built (threads, in-place updates, the
+    store), and a query must not. A few rows past k are fetched so that a tie at the k-th place is
+    settled too."""
+    query = np.atleast_2d(np.asarray(query, dtype=np.float32))
+    k = min(k, len(index))
+    if k > 0 and query.shape[1] != index.dim:
+        raise embedding_mismatch(index.label, f"{index.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
+    return query, k, min(len(index), k + TIE_MARGIN)
+
+
+def ties_by_id(hits: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """The k best (id, score) hits, equal scores by id."""
+    return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:k]

@@ -49,6 +49,17 @@ def _python_warning(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
+def chat_response(row: tuple[str] | None) -> dict[str, Any] | None:
+    """The stored response of a ``chat`` row; None (a miss) for no row or a damaged entry,
+    which the next put replaces."""
+    if not row:
+        return None
+    try:
+        return json.loads(row[0])
+    except json.JSONDecodeError:
+        return None
+
+
 class ResponseCache:
     """Chat responses and embedding vectors keyed by request hash.
 
@@ -148,12 +159,7 @@ class ResponseCache:
     def get_chat(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._run(lambda db: db.execute("SELECT response FROM chat WHERE key = ?", (key,)).fetchone())
-        if not row:
-            return None
-        try:
-            return json.loads(row[0])
-        except json.JSONDecodeError:  # a damaged entry is a miss; the next put replaces it
-            return None
+        return chat_response(row)
 
     def put_chat(self, key: str, model: str, stage: str, response: dict[str, Any]) -> None:
         blob = json.dumps(response, ensure_ascii=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from unirag.llm.cache import chat_response
 from unirag.store.database import Database
 from unirag.store.schema import ensure_schema, tables_migration
 
@@ -51,12 +52,7 @@ class DatabaseResponseCache:
     def get_chat(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self.db.execute("SELECT response FROM chat WHERE key = ?", (key,)).fetchone()
-        if not row:
-            return None
-        try:
-            return json.loads(row[0])
-        except json.JSONDecodeError:  # a damaged entry is a miss; the next put replaces it
-            return None
+        return chat_response(row)
 
     def put_chat(self, key: str, model: str, stage: str, response: dict[str, Any]) -> None:
         blob = json.dumps(response, ensure_ascii=False)
