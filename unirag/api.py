@@ -208,12 +208,8 @@ class UniRAG:
         from unirag.workspace import Workspace
 
         root = Path(workspace)
-        opened = Workspace.init(root) if create else Workspace.open(root)
-        try:
-            resolved = resolve_settings(root, settings, overrides)
-        except BaseException:
-            opened.close()
-            raise
+        resolved = resolve_settings(root, settings, overrides)  # its store names where the tables are
+        opened = Workspace.init(root, store=resolved.store) if create else Workspace.open(root, resolved.store)
         self._setup(opened, resolved, None, chat_backend, embedding_backend, None)
         self.stale_while_writing = stale_while_writing
 

@@ -45,6 +45,10 @@ WorkspaceOpt = Annotated[
     Path, typer.Option("--workspace", "-w", envvar="UNIRAG_WORKSPACE", help="workspace directory", show_default=False)
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+StoreOpt = Annotated[
+    str | None, typer.Option("--store", help="where the tables live: sqlite (default) or "
+                                             "postgresql://user@host:port/db[?schema=NAME] (setting: store)")
+]
 ChatUrlOpt = Annotated[str | None, typer.Option("--chat-base-url", help="OpenAI-compatible chat endpoint")]
 ChatModelOpt = Annotated[str | None, typer.Option("--chat-model", help="chat model name")]
 EmbUrlOpt = Annotated[str | None, typer.Option("--embedding-base-url", help="OpenAI-compatible embedding endpoint")]
@@ -163,14 +167,19 @@ def _root(
 
 @app.command()
 @_handle_errors
-def init(directory: Annotated[Path, typer.Argument(help="workspace directory to create")]) -> None:
-    """Create a workspace with a settings file (unirag.yaml) listing every setting with its default."""
+def init(directory: Annotated[Path, typer.Argument(help="workspace directory to create")],
+         store: StoreOpt = None) -> None:
+    """Create a workspace with a settings file (unirag.yaml) listing every setting with its default
+    (``--store``: written into it, and the tables created there)."""
     from unirag.config import SETTINGS_FILE
-    from unirag.index.settings_template import settings_yaml
+    from unirag.index.settings_template import settings_yaml, with_store
     from unirag.workspace import Workspace
 
-    Workspace.init(directory, settings_yaml()).close()
-    print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE})")
+    ws = Workspace.init(directory, with_store(settings_yaml(), store), store=store)
+    where = ws.where
+    ws.close()
+    print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE}"
+          + (f"; tables in {where})" if store else ")"))
 
 
 @app.command()
@@ -212,6 +221,7 @@ def index(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask before paid model calls")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the estimate of LLM calls and prompt tokens "
                                                             "only; change nothing")] = False,
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Load, chunk, embed and index SOURCES into the workspace, then build the
@@ -239,18 +249,19 @@ def index(
         graph__claims=claims,
         chat__base_url=chat_base_url,
         chat__model=chat_model,
+        store=store,
     )
     artifacts = list(plan.artifacts)
     if method:
         from unirag.methods.spec import resolve_method
 
         artifacts += resolve_method(method).requires()
-    if not sources and not (workspace / "store.sqlite").exists():
+    if not sources and not Workspace.exists(workspace, settings.store):
         raise SourceError(f"{workspace} has no corpus yet: give the files or directories to index")
     if dry_run:
         _print_dry_run(workspace, plan, settings, fmt, rebuild, artifacts, as_json)
         return
-    ws = Workspace.init(workspace)  # only once sources and settings are known to be valid
+    ws = Workspace.init(workspace, store=settings.store)  # only once sources and settings are known to be valid
     _start_log(workspace)
     try:
         stack = _stack(settings, ws)
@@ -313,7 +324,7 @@ def _print_dry_run(workspace: Path, plan: Any, settings: Any, fmt: str, rebuild:
     else:
         from unirag.llm.factory import backend_chat
 
-        ws = Workspace.open(workspace) if (workspace / "store.sqlite").exists() else None
+        ws = Workspace.open(workspace, settings.store) if Workspace.exists(workspace, settings.store) else None
         try:
             estimate = estimate_index(ws, plan.sources, settings, backend_chat(settings), fmt, rebuild,
                                       plan.graphs, artifacts)
@@ -347,6 +358,7 @@ def query(
         bool, typer.Option("--stream", help="print the answer as it is generated (with --json: one JSON "
                                             "event per line)")
     ] = False,
+    store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer QUESTION with a method over the workspace; show the answer and its sources.
@@ -359,10 +371,10 @@ def query(
 
     settings = _settings(
         workspace, retrieval__top_k=top_k, chat__base_url=chat_base_url, chat__model=chat_model,
-        chat__max_tokens=max_tokens, method=method,
+        chat__max_tokens=max_tokens, method=method, store=store,
     )
     spec = resolve_method(settings.method)
-    ws = Workspace.open(workspace)
+    ws = Workspace.open(workspace, settings.store)
     try:
         rag = UniRAG.attach(ws, settings, _stack(settings, ws), _show_progress(as_json), note=_err)
         if stream and not retrieve_only:
@@ -533,6 +545,27 @@ def methods_show(name: Annotated[str, typer.Argument(help="method name or spec p
             print(f"{indent}{call.op}: {registry[call.op].summary} {call.params or ''}")
     print(f"generation: {spec.generation.mode}, prompt '{spec.generation.prompt}'")
     print(f"requires: {', '.join(data['requires']) or 'nothing (no retrieval)'}")
+
+
+@app.command()
+@_handle_errors
+def migrate(
+    workspace: WorkspaceOpt,
+    to: Annotated[str, typer.Option("--to", help="the store to copy into: sqlite or postgresql://user@host:port/db"
+                                                 "[?schema=NAME]", show_default=False)],
+    source: Annotated[str | None, typer.Option("--from", help="the store to copy from (default: the "
+                                                               "workspace's store setting)")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="empty a target that already holds a workspace "
+                                                            "(a SQLite file is moved aside)")] = False,
+) -> None:
+    """Copy the workspace into another store (tables, model cache, artifact files, vector
+    indices), verify counts and fingerprints, and switch its settings to the new store.
+    The old store is left as it was."""
+    from unirag.migrate import migrate_workspace
+
+    _start_log(workspace)
+    report = migrate_workspace(workspace, to, source=source, replace=replace, say=print)
+    print(f"migrated {workspace} to {report.target}; its settings now name that store")
 
 
 @app.command()

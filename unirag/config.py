@@ -36,6 +36,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -43,7 +44,7 @@ from unirag.errors import ConfigError
 
 SETTINGS_FILE = "unirag.yaml"
 ENV_PREFIX = "UNIRAG_"
-NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG", "UNIRAG_DEMO_WORKSPACE"})
+NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG", "UNIRAG_DEMO_WORKSPACE", "UNIRAG_TEST_POSTGRES_URL"})
 EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 DOTENV_FILE = ".env"
@@ -268,10 +269,44 @@ class Settings(_Section):
     retry_max_delay: float = Field(30.0, ge=0)
     cache: bool = True
     method: str = "vanilla"
+    store: str = Field("sqlite", description="where the tables live: sqlite (WS/store.sqlite) or "
+                                             "postgresql://user@host:port/db[?schema=NAME]")
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        scheme = value.strip().split("://", 1)[0] if "://" in value else value.strip()
+        if scheme not in ("", "sqlite", "postgresql", "postgres"):
+            raise ValueError("expected sqlite or a postgresql://user@host:port/db URL")
+        return value.strip() or "sqlite"
 
     def public_dict(self) -> dict[str, Any]:
-        """Settings as JSON-safe data with secrets masked (for stats/manifests)."""
-        return json.loads(self.model_dump_json())
+        """Settings as JSON-safe data with secrets masked (for stats/manifests): the API keys
+        and a password in the store's URL."""
+        data = json.loads(self.model_dump_json())
+        data["store"] = mask_url_password(self.store)
+        return data
+
+
+def mask_url_password(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
+def configured_store(workspace: Path) -> str:
+    """The ``store`` setting of the workspace at ``workspace`` (file < .env < environment), read
+    without the rest of the settings: what opening the workspace's tables needs."""
+    env = environment(workspace)
+    value = env.get(f"{ENV_PREFIX}STORE")
+    if value is None:
+        value = read_settings_file(Path(workspace) / SETTINGS_FILE, env).get("store")
+    return str(value or "sqlite").strip() or "sqlite"
 
 
 def config_hash(data: Any) -> str:

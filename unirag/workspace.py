@@ -8,7 +8,11 @@ Layout::
     artifacts/           vector and BM25 indices (written atomically)
     .lock                held while a process writes
 
-Why SQLite for the corpus: documents and chunks are appended in transactions
+That is the embedded store (the default). With ``store: postgresql://...`` the tables,
+the model cache and the artifact files live in the server (:mod:`unirag.store`), and the
+directory keeps the settings, the logs and a local copy of the artifact files.
+
+Why a database for the corpus: documents and chunks are appended in transactions
 (never a whole-file rewrite per document), a killed run leaves either a whole
 batch or none of it, and a query fetches its k chunks by id instead of parsing
 the corpus. The manifest records which config built which artifact and from
@@ -18,9 +22,7 @@ which inputs, so an unchanged corpus re-indexes as a no-op.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,13 +30,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from unirag.config import DEFAULT_SETTINGS_YAML, SETTINGS_FILE
-from unirag.errors import StoreDamagedError, WorkspaceError, damaged_database
+from unirag.config import DEFAULT_SETTINGS_YAML, SETTINGS_FILE, configured_store
+from unirag.errors import WorkspaceError
 from unirag.llm.base import StageUsage, UsageLedger
-from unirag.llm.cache import prepare_wal
+from unirag.store.database import Database, WriterLock
+from unirag.store.files import atomic_directory, atomic_path, atomic_write_bytes
+from unirag.store.connect import connect, store_exists, writer_lock
+from unirag.store.location import STORE_FILE, StoreLocation, parse_store
+from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.text.types import Chunk, Document
 
-STORE_FILE = "store.sqlite"
+__all__ = ["STORE_FILE", "Workspace", "atomic_directory", "atomic_path", "atomic_write_bytes"]
+
+_ADD_SOURCE = "INSERT INTO document_sources VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY, title TEXT, source TEXT, n_chars INTEGER, presplit INTEGER, added REAL
@@ -56,184 +64,45 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT);
 """
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same directory and rename: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _adopt_legacy_sources(db: Database) -> None:
+    """A workspace from before document identity: each document's stored source
+    becomes its origin, so ``delete``, ``documents`` and ``--sync`` see it."""
+    if db.execute("SELECT 1 FROM document_sources LIMIT 1").fetchone():
+        return
+    if not db.execute("SELECT 1 FROM documents LIMIT 1").fetchone():
+        return
+    db.execute("INSERT INTO document_sources SELECT id, COALESCE(source, ''), '', added FROM documents WHERE true "
+               "ON CONFLICT DO NOTHING")
 
 
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temp path for a library to write into; rename it to ``path`` on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-@contextmanager
-def atomic_directory(directory: Path) -> Iterator[Path]:
-    """Yield an empty sibling temp dir to fill; swap it in for ``directory`` on
-    success (a crash leaves the old directory in place)."""
-    import shutil
-
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = directory.with_name(directory.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if directory.exists():
-        directory.rename(old)
-    tmp.rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def store_damaged(path: Path, why: str) -> StoreDamagedError:
-    """One line naming the damaged store and the two ways out; never stored content."""
-    return StoreDamagedError(
-        f"{path} is damaged ({why}): restore it from a backup, or index the sources again into a new "
-        f"workspace ('unirag index SOURCES -w NEW_WORKSPACE')"
-    )
-
-
-def _raise_if_damaged(path: Path, exc: sqlite3.DatabaseError) -> None:
-    """Raise :func:`store_damaged` when ``exc`` says the file is damaged; other errors
-    (a lock, a full disk) are left to the caller's ``raise``."""
-    why = damaged_database(exc)
-    if why is not None:
-        raise store_damaged(path, why) from None
-
-
-class _StoreCursor(sqlite3.Cursor):
-    """A cursor whose every read and write reports a damaged page as :class:`StoreDamagedError`:
-    damage shows wherever a damaged page is read, which may be any query of any module.
-    A try per call, no context manager: iterating a million chunks must stay cheap."""
-
-    connection: _StoreConnection
-
-    def execute(self, sql: str, parameters: Any = ()) -> _StoreCursor:
-        try:
-            return super().execute(sql, parameters)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def executemany(self, sql: str, seq_of_parameters: Any) -> _StoreCursor:
-        try:
-            return super().executemany(sql, seq_of_parameters)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def executescript(self, sql_script: str) -> _StoreCursor:
-        try:
-            return super().executescript(sql_script)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def fetchone(self) -> Any:
-        try:
-            return super().fetchone()
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def fetchmany(self, size: int = 1) -> list[Any]:
-        try:
-            return super().fetchmany(size)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def fetchall(self) -> list[Any]:
-        try:
-            return super().fetchall()
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-    def __next__(self) -> Any:
-        try:
-            return super().__next__()
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.connection.path, exc)
-            raise
-
-
-class _StoreConnection(sqlite3.Connection):
-    """The store's connection: statements run on :class:`_StoreCursor`, and commits
-    report damage the same way. ``path`` names the file in the message."""
-
-    path: Path
-
-    def execute(self, sql: str, parameters: Any = ()) -> _StoreCursor:
-        return self.cursor(_StoreCursor).execute(sql, parameters)
-
-    def executemany(self, sql: str, seq_of_parameters: Any) -> _StoreCursor:
-        return self.cursor(_StoreCursor).executemany(sql, seq_of_parameters)
-
-    def executescript(self, sql_script: str) -> _StoreCursor:
-        return self.cursor(_StoreCursor).executescript(sql_script)
-
-    def commit(self) -> None:
-        try:
-            super().commit()
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.path, exc)
-            raise
-
-    def __exit__(self, *exc_info: Any) -> Any:
-        try:
-            return super().__exit__(*exc_info)
-        except sqlite3.DatabaseError as exc:
-            _raise_if_damaged(self.path, exc)
-            raise
-
-
-def connect_store(path: Path) -> _StoreConnection:
-    """Open (or create) the store at ``path``; a damaged file is one :class:`StoreDamagedError`."""
-    try:
-        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, factory=_StoreConnection)
-    except sqlite3.DatabaseError as exc:
-        _raise_if_damaged(path, exc)
-        raise
-    db.path = path
-    return prepare_wal(db, _SCHEMA)
+#: the corpus tables' schema, step by step (:mod:`unirag.store.schema`)
+MIGRATIONS: tuple[Migration, ...] = (
+    tables_migration(1, "documents, chunks, manifest, usage, document_sources, meta", _SCHEMA),
+    Migration(2, "document origins of workspaces from before document identity", _adopt_legacy_sources),
+)
 
 
 class Workspace:
-    """Facade over a workspace directory. Open one per process and reuse it."""
+    """Facade over a workspace directory and its store. Open one per process and reuse it.
 
-    def __init__(self, root: Path) -> None:
+    ``store``: where the tables live (``sqlite`` or ``postgresql://...``, see
+    :mod:`unirag.store.location`); None reads the workspace's ``store`` setting."""
+
+    def __init__(self, root: Path, store: str | None = None) -> None:
         self.root = Path(root)
-        self._db: sqlite3.Connection | None = None
-        self._usage_db: sqlite3.Connection | None = None  # its own connection: written from model-call threads
+        self.location: StoreLocation = parse_store(configured_store(self.root) if store is None else store,
+                                                   self.root)
+        self._db: Database | None = None
+        self._usage_db: Database | None = None  # its own connection: written from model-call threads
         self._usage_lock = threading.Lock()
         self._cache: Any = None
+        self._lock: WriterLock | None = None
+        self._files: Any = None  # ArtifactFiles of a PostgreSQL store
 
     # -- lifecycle -------------------------------------------------------
     @classmethod
-    def init(cls, root: Path, settings_yaml: str = DEFAULT_SETTINGS_YAML) -> Workspace:
-        """Create the directory and a settings file (an existing file is kept)."""
+    def init(cls, root: Path, settings_yaml: str = DEFAULT_SETTINGS_YAML, store: str | None = None) -> Workspace:
+        """Create the directory, a settings file (an existing file is kept) and the store's tables."""
         root = Path(root)
         if root.exists() and not root.is_dir():
             raise WorkspaceError(f"{root} exists and is not a directory")
@@ -241,49 +110,55 @@ class Workspace:
         settings_path = root / SETTINGS_FILE
         if not settings_path.exists():
             atomic_write_bytes(settings_path, settings_yaml.encode("utf-8"))
-        workspace = cls(root)
+        workspace = cls(root, store)
         workspace.db
         return workspace
 
     @classmethod
-    def open(cls, root: Path) -> Workspace:
+    def open(cls, root: Path, store: str | None = None) -> Workspace:
         """Open an existing workspace; a clear error if there is none."""
         root = Path(root)
-        if not (root / STORE_FILE).is_file():
-            raise WorkspaceError(f"no unirag workspace at {root}: run 'unirag index SOURCE -w {root}' first")
-        return cls(root)
+        workspace = cls(root, store)
+        if not store_exists(workspace.location, root):
+            where = f" ({workspace.where})" if workspace.location.is_postgres else ""
+            raise WorkspaceError(f"no unirag workspace at {root}{where}: run 'unirag index SOURCE -w {root}' first")
+        return workspace
+
+    @classmethod
+    def exists(cls, root: Path, store: str | None = None) -> bool:
+        """Whether a workspace's tables are at ``root`` (or in its store), creating nothing."""
+        return store_exists(cls(root, store).location, Path(root))
 
     @property
-    def db(self) -> sqlite3.Connection:
+    def where(self) -> str:
+        """The store in words (the file, or the server and schema without a password)."""
+        return self.location.describe(self.root)
+
+    @property
+    def db(self) -> Database:
         if self._db is None:
-            db = connect_store(self.root / STORE_FILE)
+            db = connect(self.location, self.root)
             try:
-                self._adopt_legacy_sources(db)
+                ensure_schema(db, "workspace", MIGRATIONS)
             except BaseException:
                 db.close()
                 raise
             self._db = db
         return self._db
 
-    @staticmethod
-    def _adopt_legacy_sources(db: sqlite3.Connection) -> None:
-        """A workspace from before document identity: each document's stored source
-        becomes its origin, so ``delete``, ``documents`` and ``--sync`` see it."""
-        if db.execute("SELECT 1 FROM document_sources LIMIT 1").fetchone():
-            return
-        if not db.execute("SELECT 1 FROM documents LIMIT 1").fetchone():
-            return
-        with db:
-            db.execute("INSERT OR IGNORE INTO document_sources SELECT id, COALESCE(source, ''), '', added "
-                       "FROM documents")
-
     def cache(self, warn: Callable[[str], None] | None = None) -> Any:
         """The persistent model-response cache of this workspace (opened once). ``warn``
-        says when a damaged cache file is replaced (the CLI passes its warning line)."""
+        says when a damaged cache file is replaced (the CLI passes its warning line).
+        On PostgreSQL it is two tables of the workspace's schema, shared by every process."""
         if self._cache is None:
-            from unirag.llm.cache import ResponseCache
+            if self.location.is_postgres:
+                from unirag.llm.shared_cache import DatabaseResponseCache
 
-            self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn)
+                self._cache = DatabaseResponseCache(connect(self.location, self.root), warn)
+            else:
+                from unirag.llm.cache import ResponseCache
+
+                self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn)
         elif warn is not None:
             self._cache.warn = warn
         return self._cache
@@ -296,69 +171,31 @@ class Workspace:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._files = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+
+    def _writer_lock(self) -> WriterLock:
+        if self._lock is None:
+            self._lock = writer_lock(self.location, self.root)
+        return self._lock
 
     def being_written(self) -> bool:
         """Whether a writer (another process, or another ``Workspace`` object of this one)
         holds the write lock now: a probe that takes the lock and gives it back at once.
         A server answers queries from the artifacts as they are while a writer updates them."""
-        import fcntl
-
-        lock = self.root / ".lock"
-        if not lock.exists():
-            return False
-        with open(lock, "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return False
+        return self._writer_lock().held_elsewhere()
 
     @contextmanager
     def writing(self, wait: float = 0.0, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
-        """Hold the workspace's write lock (one writer at a time).
+        """Hold the workspace's write lock (one writer at a time; an advisory lock on PostgreSQL).
 
         ``wait``: seconds to wait for another writer to finish (said once through
         ``on_wait``) instead of failing at once: a query that needs what another process
         is building waits for it rather than failing."""
-        import fcntl
-
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "w") as handle:
-            self._lock_or_wait(handle, wait, on_wait)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    def _lock_or_wait(self, handle: Any, wait: float, on_wait: Callable[[str], None] | None) -> None:
-        """Take the exclusive lock on ``handle``, polling up to ``wait`` seconds; a one-line
-        :class:`WorkspaceError` when another process still holds it."""
-        import fcntl
-
-        deadline = time.monotonic() + wait
-        said = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
-                pass
-            if wait <= 0:
-                raise WorkspaceError(f"{self.root} is being written by another unirag process")
-            if time.monotonic() >= deadline:
-                raise WorkspaceError(
-                    f"{self.root} is still being written by another unirag process after {wait:g} s: run the "
-                    "command again when it has finished, or raise retrieval.build_wait"
-                )
-            if not said and on_wait is not None:
-                on_wait(f"{self.root} is being written by another unirag process: waiting for it "
-                        f"(up to {wait:g} s, retrieval.build_wait)")
-                said = True
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        with self._writer_lock().hold(wait, on_wait):
+            yield
 
     def artifact_path(self, name: str) -> Path:
         return self.root / "artifacts" / name
@@ -380,18 +217,17 @@ class Workspace:
         with self.db:
             for doc, doc_chunks in items:
                 cur = self.db.execute(
-                    "INSERT OR IGNORE INTO documents VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (doc.id, doc.title, doc.source, len(doc.text), int(doc.presplit), now),
                 )
                 docs += cur.rowcount
                 cur = self.db.executemany(
-                    "INSERT OR IGNORE INTO chunks (id, doc_id, idx, title, text, n_tokens, source) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO chunks (id, doc_id, idx, title, text, n_tokens, source) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     ((c.id, c.doc_id, c.index, c.title, c.text, c.n_tokens, c.source) for c in doc_chunks),
                 )
                 chunks += max(cur.rowcount, 0)
-                self.db.execute("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",
-                                (doc.id, doc.origin, doc.record_key, now))
+                self.db.execute(_ADD_SOURCE, (doc.id, doc.origin, doc.record_key, now))
             if docs or chunks:
                 self._bump_corpus_version()
         return docs, chunks
@@ -400,8 +236,7 @@ class Workspace:
         """Record another origin of documents already stored (the same text in a second file)."""
         now = time.time()
         with self.db:
-            self.db.executemany("INSERT OR IGNORE INTO document_sources VALUES (?, ?, ?, ?)",
-                                [(doc.id, doc.origin, doc.record_key, now) for doc in docs])
+            self.db.executemany(_ADD_SOURCE, [(doc.id, doc.origin, doc.record_key, now) for doc in docs])
 
     def clear_corpus(self) -> None:
         """Forget documents, chunks and manifest (caches stay: rebuilding is then cheap)."""
@@ -410,6 +245,7 @@ class Workspace:
             self.db.execute("DELETE FROM documents")
             self.db.execute("DELETE FROM document_sources")
             self.db.execute("DELETE FROM manifest")
+            self._artifact_files_forget(None)
             self._bump_corpus_version()
 
     # -- document identity -------------------------------------------------
@@ -488,12 +324,15 @@ class Workspace:
 
     def _bump_corpus_version(self) -> None:
         """Inside the caller's transaction: the change and the new version land together."""
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('corpus_version', ?)", (str(self.corpus_version() + 1),))
+        self._set_meta("corpus_version", str(self.corpus_version() + 1))
+
+    def _set_meta(self, name: str, value: str) -> None:
+        self.db.execute(self.db.dialect.replace_into("meta", ("name", "value"), ("name",)), (name, value))
 
     def record_index_cost(self, record: dict[str, Any]) -> None:
         """Keep the last paid indexing run's estimate beside what it used (``unirag stats``)."""
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('last_index_cost', ?)", (json.dumps(record),))
+            self._set_meta("last_index_cost", json.dumps(record))
 
     def last_index_cost(self) -> dict[str, Any] | None:
         row = self.db.execute("SELECT value FROM meta WHERE name = 'last_index_cost'").fetchone()
@@ -515,6 +354,7 @@ class Workspace:
 
         with self.db:
             self.db.execute("DELETE FROM manifest WHERE name != 'chunks'")
+            self._artifact_files_forget("chunks")
         shutil.rmtree(self.root / "artifacts", ignore_errors=True)
 
     def stale_artifacts(self) -> dict[str, str]:
@@ -522,25 +362,28 @@ class Workspace:
         older corpus, or damaged: a file of theirs is missing or cut)."""
         version = self.corpus_version()
         return {name: why for name, entry in self.manifest().items()
-                if name != "chunks" and (why := self._problem(entry, version))}
+                if name != "chunks" and (why := self._problem(name, entry, version))}
 
     def artifact_problem(self, name: str) -> str | None:
         """Why artifact ``name`` cannot be served as it is, or None when it can:
         ``missing``, ``built on corpus version N, now M``, or ``damaged (FILE ...)``."""
         entry = self.manifest_entry(name)
-        return "missing" if entry is None else self._problem(entry, self.corpus_version())
+        return "missing" if entry is None else self._problem(name, entry, self.corpus_version())
 
-    def _problem(self, entry: dict[str, Any], version: int) -> str | None:
-        damage = self._damage(entry)
+    def _problem(self, name: str, entry: dict[str, Any], version: int) -> str | None:
+        damage = self._damage(name, entry)
         if damage:
             return f"damaged ({damage})"
         built_on = entry.get("corpus_version", 0)
         return f"built on corpus version {built_on}, now {version}" if built_on < version else None
 
-    def _damage(self, entry: dict[str, Any]) -> str | None:
+    def _damage(self, name: str, entry: dict[str, Any]) -> str | None:
         """The first recorded file of ``entry`` that is missing or has another size, said in
         words; None when all are whole. Sizes, not hashes: a stat per file stays cheap on
-        gigabyte indices, and a cut or lost file (a killed copy, a cleanup) changes its size."""
+        gigabyte indices, and a cut or lost file (a killed copy, a cleanup) changes its size.
+        On PostgreSQL the files checked are the stored blobs (the local copy is refetched)."""
+        if self.location.is_postgres:
+            return self.artifact_files.damage(name, entry.get("files", {}))
         for relative, size in entry.get("files", {}).items():
             path = self.root / relative
             if not path.is_file():
@@ -553,7 +396,7 @@ class Workspace:
     def counts(self) -> dict[str, int]:
         docs = self.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
         chunks, tokens = self.db.execute("SELECT COUNT(*), COALESCE(SUM(n_tokens), 0) FROM chunks").fetchone()
-        return {"documents": docs, "chunks": chunks, "chunk_tokens": tokens}
+        return {"documents": docs, "chunks": chunks, "chunk_tokens": int(tokens)}  # PostgreSQL sums as numeric
 
     def chunk_ids(self) -> list[str]:
         return [row[0] for row in self.db.execute("SELECT id FROM chunks ORDER BY seq")]
@@ -577,7 +420,8 @@ class Workspace:
 
     # -- manifest --------------------------------------------------------
     def manifest(self) -> dict[str, dict[str, Any]]:
-        return {name: json.loads(entry) for name, entry in self.db.execute("SELECT name, entry FROM manifest")}
+        rows = self.db.execute(f"SELECT name, entry FROM manifest ORDER BY {self.db.dialect.insertion_order}")
+        return {name: json.loads(entry) for name, entry in rows}
 
     def manifest_entry(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT entry FROM manifest WHERE name = ?", (name,)).fetchone()
@@ -590,11 +434,24 @@ class Workspace:
         size of each file (every file under a directory) is recorded, so that
         :meth:`is_current` and :meth:`stale_artifacts` see a lost or cut one."""
         entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
+        self.record_manifest_entry(name, entry, files)
+
+    def record_manifest_entry(self, name: str, entry: dict[str, Any], files: Iterable[Path] = ()) -> None:
+        """Write ``entry`` as given (a copied one keeps its build time and corpus version) with the
+        sizes of ``files``; on PostgreSQL their bytes go to the store in the same transaction."""
+        entry = {key: value for key, value in entry.items() if key not in ("files", "digest")}
         sizes = self._file_sizes(files)
         if sizes:
             entry["files"] = sizes
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (name, json.dumps(entry)))
+            if self.location.is_postgres:
+                self.artifact_files.drop(name)
+                if sizes:
+                    entry["digest"] = self.artifact_files.upload(name, sizes)
+            self.db.execute(self.db.dialect.replace_into("manifest", ("name", "entry"), ("name",)),
+                            (name, json.dumps(entry)))
+        if self.location.is_postgres and sizes:
+            self.artifact_files.mark_checked_out(name, entry["digest"])
 
     def _file_sizes(self, paths: Iterable[Path]) -> dict[str, int]:
         """Workspace-relative path -> size of every file in ``paths`` (directories walked)."""
@@ -611,13 +468,46 @@ class Workspace:
         each of ``files`` exists (entries from before file records have only this check)
         and every recorded file has its recorded size. A builder skips its work when True."""
         entry = self.manifest_entry(name)
-        return (entry is not None and entry.get("inputs") == fingerprint
-                and all(path.exists() for path in files) and self._damage(entry) is None)
+        if entry is None or entry.get("inputs") != fingerprint:
+            return False
+        if self.location.is_postgres:  # whole blobs in the store, then their local copy
+            if self._damage(name, entry) is not None:
+                return False
+            self.artifact_files.checkout(name, entry)
+            return all(path.exists() for path in files)
+        return all(path.exists() for path in files) and self._damage(name, entry) is None
+
+    # -- artifact files on a PostgreSQL store --------------------------------
+    @property
+    def artifact_files(self) -> Any:
+        """The artifact files' blobs of a PostgreSQL store (:class:`unirag.store.artifact_files.ArtifactFiles`)."""
+        if self._files is None:
+            from unirag.store.artifact_files import ArtifactFiles
+
+            self._files = ArtifactFiles(self.db, self.root)
+        return self._files
+
+    def checkout(self, name: str) -> None:
+        """Bring the local copy of artifact ``name``'s files up to date with the store before
+        they are read: nothing to do on SQLite (the files are the artifact), a fetch of the
+        blobs on PostgreSQL when another process or machine built them."""
+        if not self.location.is_postgres:
+            return
+        entry = self.manifest_entry(name)
+        if entry is not None:
+            self.artifact_files.checkout(name, entry)
+
+    def _artifact_files_forget(self, keep: str | None) -> None:
+        """Inside the caller's transaction: drop every artifact's blobs (but ``keep``'s)."""
+        if self.location.is_postgres:
+            self.artifact_files.forget(keep)
 
     def drop_manifest_entry(self, name: str) -> None:
         """Forget that artifact ``name`` was built: the next ensure rebuilds it."""
         with self.db:
             self.db.execute("DELETE FROM manifest WHERE name = ?", (name,))
+            if self.location.is_postgres:
+                self.artifact_files.drop(name)
 
     # -- usage -----------------------------------------------------------
     def record_usage(self, command: str, ledger: UsageLedger) -> None:
@@ -640,8 +530,8 @@ class Workspace:
         rows = [(command, stage, json.dumps(usage.to_json()), now) for stage, usage in stages.items()]
         with self._usage_lock:
             if self._usage_db is None:
-                self._usage_db = connect_store(self.root / STORE_FILE)
-                self._usage_db.execute("PRAGMA busy_timeout = 2000")
+                self.db  # the tables exist before the first delta
+                self._usage_db = connect(self.location, self.root, busy_timeout=2.0)
             try:
                 with self._usage_db:
                     self._usage_db.executemany(

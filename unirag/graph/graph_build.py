@@ -166,6 +166,7 @@ def build_tree_artifact(
     from unirag.graph.attach import PreviousNode
     from unirag.graph.incremental import plan_update
 
+    workspace.checkout("chunk_vectors")
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
     leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
     stored = store.load_tree(name) if workspace.manifest_entry(name) else []

@@ -18,6 +18,8 @@ import numpy as np
 
 from unirag.graph.merge import Claim, Entity, MergedGraph, Relationship
 from unirag.graph.types import ChunkExtraction
+from unirag.store.database import Database
+from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.workspace import Workspace
 
 _SCHEMA = """
@@ -45,6 +47,33 @@ _TREE_TABLE = """CREATE TABLE IF NOT EXISTS tree_nodes (
 DEFAULT_TREE = "tree"
 
 
+def _tree_variants(db: Database) -> None:
+    """Workspaces from before tree variants (RAPTOR-K beside RAPTOR) kept one
+    tree in ``tree_nodes`` keyed by node id; move it under the default tree name."""
+    columns = db.table_columns("tree_nodes")
+    if columns and "tree" not in columns:
+        db.execute("SAVEPOINT migrate_tree_nodes")  # DDL included: all or nothing
+        try:
+            db.execute("ALTER TABLE tree_nodes RENAME TO tree_nodes_v1")
+            db.execute(_TREE_TABLE)  # the old layout is SQLite's only: its DDL as is, inside the savepoint
+            db.execute("INSERT INTO tree_nodes SELECT ?, id, layer, text, children, vector FROM tree_nodes_v1",
+                       (DEFAULT_TREE,))
+            db.execute("DROP TABLE tree_nodes_v1")
+        except BaseException:
+            db.execute("ROLLBACK TO migrate_tree_nodes")
+            db.execute("RELEASE migrate_tree_nodes")
+            raise
+        db.execute("RELEASE migrate_tree_nodes")
+    db.executescript(_TREE_TABLE)
+
+
+#: the graph tables' schema, step by step (:mod:`unirag.store.schema`)
+MIGRATIONS: tuple[Migration, ...] = (
+    tables_migration(1, "extractions, entities, relationships, claims, chunk_links", _SCHEMA),
+    Migration(2, "tree_nodes keyed by (tree, id): tree variants", _tree_variants),
+)
+
+
 class GraphStore:
     """Reads and writes the graph tables of one workspace."""
 
@@ -52,28 +81,7 @@ class GraphStore:
         self.workspace = workspace
         self.db = workspace.db
         self._graph: MergedGraph | None = None  # what shared_graph() read; save_graph/clear_derived drop it
-        self.db.executescript(_SCHEMA)
-        self._migrate_tree_nodes()
-        self.db.execute(_TREE_TABLE)
-
-    def _migrate_tree_nodes(self) -> None:
-        """Workspaces from before tree variants (RAPTOR-K beside RAPTOR) kept one
-        tree in ``tree_nodes`` keyed by node id; move it under the default tree name."""
-        columns = [row[1] for row in self.db.execute("PRAGMA table_info(tree_nodes)")]
-        if not columns or "tree" in columns:
-            return
-        self.db.execute("SAVEPOINT migrate_tree_nodes")  # DDL included: all or nothing
-        try:
-            self.db.execute("ALTER TABLE tree_nodes RENAME TO tree_nodes_v1")
-            self.db.execute(_TREE_TABLE)
-            self.db.execute("INSERT INTO tree_nodes SELECT ?, id, layer, text, children, vector FROM tree_nodes_v1",
-                            (DEFAULT_TREE,))
-            self.db.execute("DROP TABLE tree_nodes_v1")
-        except BaseException:
-            self.db.execute("ROLLBACK TO migrate_tree_nodes")
-            self.db.execute("RELEASE migrate_tree_nodes")
-            raise
-        self.db.execute("RELEASE migrate_tree_nodes")
+        ensure_schema(self.db, "graph", MIGRATIONS)
 
     # -- extractions -------------------------------------------------------
     def extracted_chunk_ids(self, extractor: str) -> set[str]:
@@ -83,7 +91,8 @@ class GraphStore:
     def save_extractions(self, extractor: str, extractions: Iterable[ChunkExtraction]) -> None:
         with self.db:
             self.db.executemany(
-                "INSERT OR REPLACE INTO extractions VALUES (?, ?, ?)",
+                self.db.dialect.replace_into("extractions", ("chunk_id", "extractor", "payload"),
+                                             ("chunk_id", "extractor")),
                 [(ex.chunk_id, extractor, json.dumps(ex.to_json(), ensure_ascii=False)) for ex in extractions],
             )
 
@@ -115,7 +124,8 @@ class GraphStore:
     def extraction_failures(self, extractor: str) -> Counter[str]:
         """Dropped and repaired items by reason, over every chunk of ``extractor``."""
         total: Counter[str] = Counter()
-        rows = self.db.execute("SELECT payload FROM extractions WHERE extractor = ?", (extractor,))
+        rows = self.db.execute(f"SELECT payload FROM extractions WHERE extractor = ? "
+                               f"ORDER BY {self.db.dialect.insertion_order}", (extractor,))
         for (payload,) in rows:
             total.update(json.loads(payload).get("dropped", {}))
         return total
@@ -152,16 +162,18 @@ class GraphStore:
 
     def load_graph(self) -> MergedGraph:
         graph = MergedGraph()
-        for row in self.db.execute("SELECT id, name, type, description, chunk_ids, mentions FROM entities"):
+        order = f"ORDER BY {self.db.dialect.insertion_order}"  # the order save_graph wrote: graph rows follow it
+        for row in self.db.execute(f"SELECT id, name, type, description, chunk_ids, mentions FROM entities {order}"):
             graph.entities[row[0]] = Entity(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5])
         for row in self.db.execute(
-            "SELECT id, source, target, relation, description, keywords, weight, strength, chunk_ids FROM relationships"
+            "SELECT id, source, target, relation, description, keywords, weight, strength, chunk_ids FROM relationships "
+            + order
         ):
             graph.relationships[row[0]] = Relationship(
                 row[0], row[1], row[2], row[3], row[4], json.loads(row[5]), row[6], row[7], json.loads(row[8])
             )
         for row in self.db.execute(
-            "SELECT id, subject, object, type, status, date, description, chunk_ids FROM claims"
+            "SELECT id, subject, object, type, status, date, description, chunk_ids FROM claims " + order
         ):
             graph.claims[row[0]] = Claim(*row[:7], json.loads(row[7]))
         return graph
@@ -186,7 +198,8 @@ class GraphStore:
             entities, relationships = one("SELECT COUNT(*) FROM entities"), one("SELECT COUNT(*) FROM relationships")
             for kind in ("kg", "tkg", "rkg"):
                 out[kind] = {"nodes": entities, "edges": relationships}
-            memberships = one("SELECT COALESCE(SUM(json_array_length(chunk_ids)), 0) FROM entities")
+            memberships = one(f"SELECT COALESCE(SUM({self.db.dialect.json_array_length('chunk_ids')}), 0) "
+                              "FROM entities")
             if "chunk_links:pg" in manifest:
                 out["pg"] = {"nodes": chunks, "edges": manifest["chunk_links:pg"]["count"]}
             if "chunk_links:hybrid" in manifest:
@@ -197,8 +210,8 @@ class GraphStore:
         if "tree" in manifest:
             out["tree"] = {
                 "nodes": one(f"SELECT COUNT(*) FROM tree_nodes WHERE tree = '{DEFAULT_TREE}'"),
-                "edges": one("SELECT COALESCE(SUM(json_array_length(children)), 0) FROM tree_nodes "
-                             f"WHERE tree = '{DEFAULT_TREE}'"),
+                "edges": one(f"SELECT COALESCE(SUM({self.db.dialect.json_array_length('children')}), 0) "
+                             f"FROM tree_nodes WHERE tree = '{DEFAULT_TREE}'"),
             }
         return out
 
@@ -209,7 +222,7 @@ class GraphStore:
             self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
 
     def load_chunk_links(self, kind: str) -> list[tuple[str, str, int]]:
-        return list(self.db.execute("SELECT a, b, shared FROM chunk_links WHERE kind = ?", (kind,)))
+        return list(self.db.execute("SELECT a, b, shared FROM chunk_links WHERE kind = ? ORDER BY a, b", (kind,)))
 
     # -- tree ----------------------------------------------------------------
     def save_tree(self, nodes: Iterable[tuple[str, int, str, list[str], np.ndarray]], tree: str = DEFAULT_TREE

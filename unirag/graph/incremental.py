@@ -85,6 +85,8 @@ def plan_update(
         return UpdatePlan(None, "index.update is rebuild", len(leaves), 0)
     if entry.get("identity") != json.loads(json.dumps(identity)):  # as stored: tuples read back as lists
         return UpdatePlan(None, "settings or models changed", len(leaves), 0)
+    if known is None:
+        workspace.checkout(name)  # a PostgreSQL store's leaf list, fetched when built elsewhere
     before = list(known) if known is not None else _read_leaves(leaves_path(workspace, name))
     if before is None:
         return UpdatePlan(None, "no leaf list from the last build", len(leaves), 0)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 
 from unirag.index.hierarchy import Community, CommunityLink, HierarchyResult
+from unirag.store.database import Database
+from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.workspace import Workspace
 
 _SCHEMA = """
@@ -27,16 +29,25 @@ CREATE INDEX IF NOT EXISTS community_links_by_hierarchy ON community_links (hier
 """
 
 
+def _link_digests(db: Database) -> None:
+    """Workspaces from before link digests lack the column."""
+    if "digest" not in db.table_columns("community_links"):
+        db.execute("ALTER TABLE community_links ADD COLUMN digest TEXT DEFAULT ''")
+
+
+#: the community tables' schema, step by step (:mod:`unirag.store.schema`)
+MIGRATIONS: tuple[Migration, ...] = (
+    tables_migration(1, "communities, community_links", _SCHEMA),
+    Migration(2, "community_links.digest", _link_digests),
+)
+
+
 class CommunityStore:
     """Reads and writes the community tables of one workspace."""
 
     def __init__(self, workspace: Workspace) -> None:
         self.db = workspace.db
-        self.db.executescript(_SCHEMA)
-        columns = {row[1] for row in self.db.execute("PRAGMA table_info(community_links)")}
-        if "digest" not in columns:  # workspaces from before link digests
-            with self.db:
-                self.db.execute("ALTER TABLE community_links ADD COLUMN digest TEXT DEFAULT ''")
+        ensure_schema(self.db, "communities", MIGRATIONS)
 
     def save(self, result: HierarchyResult) -> None:
         name = result.hierarchy
@@ -78,7 +89,7 @@ class CommunityStore:
     def load_links(self, hierarchy: str) -> list[CommunityLink]:
         rows = self.db.execute(
             "SELECT level, source, target, weight, description, COALESCE(digest, '') FROM community_links "
-            "WHERE hierarchy = ?",
+            f"WHERE hierarchy = ? ORDER BY level, {self.db.dialect.insertion_order}",
             (hierarchy,),
         )
         return [CommunityLink(hierarchy, *row) for row in rows]

@@ -92,3 +92,17 @@ def _dataclass_lines(config: type, depth: int) -> list[str]:
             continue
         lines.append(f"# {pad}{field.name}: {_scalar(default)}")
     return lines
+
+
+def with_store(text: str, store: str | None) -> str:
+    """The settings file ``text`` with its ``store:`` line (set or commented out) set to ``store``,
+    appended when there is none; ``text`` as is when no store is given."""
+    if not store:
+        return text
+    line = f"store: {json.dumps(store)}"
+    lines = text.splitlines()
+    for number, old in enumerate(lines):
+        if old.startswith(("store:", "# store:")):
+            lines[number] = line
+            return "\n".join(lines) + "\n"
+    return "\n".join([*lines, line]) + "\n"

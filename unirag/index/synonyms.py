@@ -86,8 +86,7 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
                         config: SynonymConfig | None = None) -> bool:
     """Build the artifact from ``entity_name_vectors`` (``inputs``: its fingerprint; ``load_graph``
     gives the merged graph's entity names, read only when a build is due); False when current."""
-    from unirag.index.vector_artifacts import load_vectors, vector_paths
-    from unirag.index.vectors import HnswIndex
+    from unirag.index.vector_artifacts import load_vectors, open_vector_index
 
     config = config or SynonymConfig()
     fingerprint = config_hash({"needs": inputs, "config": asdict(config)})
@@ -96,7 +95,7 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
         return False
     started = time.perf_counter()
     ids, vectors = load_vectors(workspace, "entity_name_vectors", "entity_name_vectors")
-    index = HnswIndex.load(vector_paths(workspace, "entity_name_vectors")[1])
+    index = open_vector_index(workspace, "entity_name_vectors", "entity_name_vectors")
     entities = load_graph().entities
     names = [entities[i].name if i in entities else "" for i in ids]
     with progress.task("finding synonym edges (HippoRAG 2)"):

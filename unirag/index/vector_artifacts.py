@@ -7,6 +7,9 @@ order, L2-normalised float32), ``artifacts/<file>.hnsw`` (+ ``.ids.json``)
 and a manifest entry whose ``inputs`` fingerprint covers the ids, the texts
 and the embedding model. An unchanged fingerprint skips the step; a changed
 one re-embeds through the embedding cache, so only new texts cost calls.
+
+On a PostgreSQL store the index is a pgvector table instead of the ``.hnsw`` file
+(:mod:`unirag.index.pgvector_index`); the ``.npy`` and ``.ids.json`` are the same.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from unirag.config import config_hash
-from unirag.index.vectors import HnswIndex
+from unirag.index.vectors import HnswIndex, VectorIndex, write_ids_file
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -30,9 +33,12 @@ def vector_paths(workspace: Workspace, file_stem: str) -> tuple[Path, Path]:
     return workspace.artifact_path(f"{file_stem}.npy"), workspace.artifact_path(f"{file_stem}.hnsw")
 
 
-def vector_files(workspace: Workspace, file_stem: str) -> tuple[Path, Path, Path]:
-    """Every file of one vector artifact: vectors, index and the index's row -> id map."""
+def vector_files(workspace: Workspace, file_stem: str) -> tuple[Path, ...]:
+    """Every file of one vector artifact: vectors, index (none on PostgreSQL: a table) and the
+    index's row -> id map."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
+    if workspace.location.is_postgres:
+        return vectors_path, HnswIndex.ids_path(hnsw_path)
     return vectors_path, hnsw_path, HnswIndex.ids_path(hnsw_path)
 
 
@@ -71,6 +77,7 @@ def _previous_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[l
     entry = workspace.manifest_entry(key)
     if entry is None or (workspace.artifact_problem(key) or "").startswith("damaged"):
         return None
+    workspace.checkout(key)
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
     try:
         return HnswIndex.load_ids(hnsw_path), np.load(vectors_path, mmap_mode="r")
@@ -82,27 +89,44 @@ def save_vector_artifact(
     workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], vectors: np.ndarray,
     inputs: str, config: dict, started: float, progress: Progress,
 ) -> None:
-    """Write the vectors and their HNSW index, then the manifest entry (last, so
-    a crash in between leaves the artifact marked stale, never half-written)."""
+    """Write the vectors and their index, then the manifest entry (last, so
+    a crash in between leaves the artifact marked stale, never half-written;
+    on PostgreSQL the table and the entry are one transaction)."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
-    index = None
     previous = _previous_vectors(workspace, key, file_stem)
+
+    def save_vectors() -> None:
+        with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
+            np.save(handle, vectors)
+
+    def record(kind: str) -> None:
+        workspace.set_manifest_entry(key, {
+            "config": {"index": kind, "space": "cosine", **config},
+            "inputs": inputs,
+            "count": len(ids),
+            "dim": int(vectors.shape[1]) if len(ids) else 0,
+            "seconds": round(time.perf_counter() - started, 3),
+        }, files=vector_files(workspace, file_stem))
+
+    if workspace.location.is_postgres:
+        from unirag.index.pgvector_index import PgVectorIndex, table_name
+
+        with progress.task(f"writing pgvector index ({key})"), workspace.db:
+            save_vectors()
+            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous)
+            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim)
+            record("pgvector")
+        return
+    index = None
     if previous is not None:
         with progress.task(f"updating HNSW index in place ({key})"):
             index = HnswIndex.updated(hnsw_path, previous[0], previous[1], list(ids), vectors)
-    with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
-        np.save(handle, vectors)
+    save_vectors()
     if index is None:
         with progress.task(f"building HNSW index ({key})"):
             index = HnswIndex.build(vectors, list(ids))
     index.save(hnsw_path)
-    workspace.set_manifest_entry(key, {
-        "config": {"index": "hnsw", "space": "cosine", **config},
-        "inputs": inputs,
-        "count": len(ids),
-        "dim": int(vectors.shape[1]) if len(ids) else 0,
-        "seconds": round(time.perf_counter() - started, 3),
-    }, files=vector_files(workspace, file_stem))
+    record("hnsw")
 
 
 def build_text_vectors(
@@ -144,6 +168,19 @@ def index_given_vectors(
 
 def load_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[list[str], np.ndarray]:
     """(ids, vectors) of a built vector artifact, the vectors memory-mapped."""
+    workspace.checkout(key)
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
     ids = HnswIndex.load_ids(hnsw_path)
     return ids, np.load(vectors_path, mmap_mode="r")
+
+
+def open_vector_index(workspace: Workspace, key: str, file_stem: str) -> VectorIndex:
+    """The index of a built vector artifact, named ``key`` in messages: the hnswlib file, or
+    the pgvector table of a PostgreSQL store."""
+    workspace.checkout(key)
+    hnsw_path = vector_paths(workspace, file_stem)[1]
+    if workspace.location.is_postgres:
+        from unirag.index.pgvector_index import PgVectorIndex, table_name
+
+        return PgVectorIndex.load(workspace.db, table_name(file_stem), HnswIndex.ids_path(hnsw_path)).labelled(key)
+    return HnswIndex.load(hnsw_path).labelled(key)

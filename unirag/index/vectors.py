@@ -10,8 +10,9 @@ Scores returned are cosine similarities (1 - hnswlib's distance).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -28,6 +29,35 @@ def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> Works
         f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
         "use the same embedding settings, or re-index with 'unirag index --rebuild'"
     )
+
+
+class VectorIndex(Protocol):
+    """What a query needs of a vector index, whichever store holds it: :class:`HnswIndex`
+    (a file, the SQLite store) or :class:`~unirag.index.pgvector_index.PgVectorIndex`
+    (a pgvector table, the PostgreSQL store). Both answer the same top-k, equal scores by id."""
+
+    ids: list[str]  # row -> id, the artifact's row order
+    dim: int
+    label: str
+
+    def __len__(self) -> int: ...
+
+    def search(self, query: np.ndarray, k: int) -> list[list[tuple[str, float]]]: ...
+
+    def labelled(self, label: str) -> VectorIndex: ...
+
+
+def read_ids_file(path: Path) -> dict[str, Any]:
+    """The ``.ids.json`` beside a vector index: ``dim``, ``ids`` (row -> id), and ``labels``
+    (label -> row) after an in-place hnswlib update."""
+    return json.loads(path.read_text())
+
+
+def write_ids_file(path: Path, ids: list[str], dim: int, labels: list[int] | None = None) -> None:
+    meta: dict[str, Any] = {"dim": dim, "ids": ids}
+    if labels is not None:
+        meta["labels"] = labels
+    atomic_write_bytes(path, json.dumps(meta).encode())
 
 
 class HnswIndex:
@@ -107,16 +137,13 @@ class HnswIndex:
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
             self._index.save_index(str(tmp))
-        meta: dict[str, Any] = {"dim": self.dim, "ids": self.ids}
-        if self.label_rows is not None:
-            meta["labels"] = self.label_rows
-        atomic_write_bytes(self.ids_path(path), json.dumps(meta).encode())
+        write_ids_file(self.ids_path(path), self.ids, self.dim, self.label_rows)
 
     @classmethod
     def load(cls, path: Path) -> HnswIndex:
         import hnswlib
 
-        meta = json.loads(cls.ids_path(path).read_text())
+        meta = read_ids_file(cls.ids_path(path))
         labels = meta.get("labels")
         index = hnswlib.Index(space="ip", dim=meta["dim"])
         index.load_index(str(path), max_elements=max(1, len(labels if labels is not None else meta["ids"])))
@@ -130,27 +157,38 @@ class HnswIndex:
     @staticmethod
     def load_ids(path: Path) -> list[str]:
         """The row -> id map of a saved index, without loading the index."""
-        return list(json.loads(HnswIndex.ids_path(path).read_text())["ids"])
+        return list(read_ids_file(HnswIndex.ids_path(path))["ids"])
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def search(self, query: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """Top-k (id, cosine) per query row, best first."""
-        query = np.atleast_2d(np.asarray(query, dtype=np.float32))
-        k = min(k, len(self.ids))
+        query, k, fetch = search_plan(self, query, k)
         if k <= 0:
             return [[] for _ in range(query.shape[0])]
-        if query.shape[1] != self.dim:
-            raise embedding_mismatch(self.label, f"{self.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
-        # Equal scores are ordered by id: which of several tied rows hnswlib returns, and in what
-        # order, depends on how the graph was built (threads, in-place updates), and a query
-        # must not. A few rows past k are fetched so that a tie at the k-th place is settled too.
-        fetch = min(len(self.ids), k + TIE_MARGIN)
         self._index.set_ef(max(64, 2 * fetch))
         labels, distances = self._index.knn_query(query, k=fetch)
         return [
-            sorted(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
-                   key=lambda hit: (-hit[1], hit[0]))[:k]
+            ties_by_id(((self._label_ids[int(label)], float(1.0 - dist)) for label, dist in zip(row_l, row_d, strict=True)),
+                       k)
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
+
+
+def search_plan(index: VectorIndex, query: np.ndarray, k: int) -> tuple[np.ndarray, int, int]:
+    """(query rows as float32, k within the index's size, rows to fetch) of a search, the query's
+    dimension checked. Equal scores are ordered by id: which of several tied rows an approximate
+    index returns, and in what order, depends on how it was built (threads, in-place updates, the
+    store), and a query must not. A few rows past k are fetched so that a tie at the k-th place is
+    settled too."""
+    query = np.atleast_2d(np.asarray(query, dtype=np.float32))
+    k = min(k, len(index))
+    if k > 0 and query.shape[1] != index.dim:
+        raise embedding_mismatch(index.label, f"{index.dim}-dimension vectors", f"{query.shape[1]}-dimension vectors")
+    return query, k, min(len(index), k + TIE_MARGIN)
+
+
+def ties_by_id(hits: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """The k best (id, score) hits, equal scores by id."""
+    return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:k]

@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from unirag.errors import damaged_database
+from unirag.store.sqlite import prepare_wal
 
 T = TypeVar("T")
-C = TypeVar("C", bound=sqlite3.Connection)
 Warn = Callable[[str], None]
 #: ``PRAGMA quick_check`` reads every page: at open it costs milliseconds on caches up
 #: to this size; larger ones are checked by their reads and writes alone.
@@ -44,23 +44,20 @@ CREATE TABLE IF NOT EXISTS embedding (
 """
 
 
-def prepare_wal(db: C, schema: str) -> C:
-    """WAL journal, NORMAL sync and ``schema`` on a fresh connection (closed if that fails):
-    the setup the cache and the workspace store share."""
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.executescript(schema)
-        db.commit()
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
 def _python_warning(message: str) -> None:
     """The default ``warn`` outside the CLI: a :class:`RuntimeWarning` a library user sees."""
     warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def chat_response(row: tuple[str] | None) -> dict[str, Any] | None:
+    """The stored response of a ``chat`` row; None (a miss) for no row or a damaged entry,
+    which the next put replaces."""
+    if not row:
+        return None
+    try:
+        return json.loads(row[0])
+    except json.JSONDecodeError:
+        return None
 
 
 class ResponseCache:
@@ -162,12 +159,7 @@ class ResponseCache:
     def get_chat(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             row = self._run(lambda db: db.execute("SELECT response FROM chat WHERE key = ?", (key,)).fetchone())
-        if not row:
-            return None
-        try:
-            return json.loads(row[0])
-        except json.JSONDecodeError:  # a damaged entry is a miss; the next put replaces it
-            return None
+        return chat_response(row)
 
     def put_chat(self, key: str, model: str, stage: str, response: dict[str, Any]) -> None:
         blob = json.dumps(response, ensure_ascii=False)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from unirag.index.synonyms import SynonymEdges
     from unirag.index.tri_graph import TriGraph
     from unirag.index.tfidf import TfidfIndex
-    from unirag.index.vectors import HnswIndex
+    from unirag.index.vectors import VectorIndex
     from unirag.operators.graph_index import GraphIndex
 
 T = TypeVar("T")
@@ -80,6 +80,7 @@ class Resources:
                     f"{self.workspace.root} has no '{name}' artifact: run 'unirag index SOURCE -w {self.workspace.root}'"
                 )
             try:
+                self.workspace.checkout(name)
                 self._loaded[key] = loader()
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 raise WorkspaceError(
@@ -108,19 +109,18 @@ class Resources:
 
             raise embedding_mismatch(artifact, built_with, model)
 
-    def chunk_hnsw(self, embedding_model: str) -> HnswIndex:
+    def chunk_hnsw(self, embedding_model: str) -> VectorIndex:
         """The chunk HNSW index, checked against the query's embedding model."""
         if "chunk_vectors" not in self._loaded:
             self.check_embedding_model("chunk_vectors", embedding_model)
         return self._chunk_hnsw
 
     @property
-    def _chunk_hnsw(self) -> HnswIndex:
-        from unirag.index.chunks import CHUNK_VECTORS, chunk_vector_paths
-        from unirag.index.vectors import HnswIndex
+    def _chunk_hnsw(self) -> VectorIndex:
+        from unirag.index.chunks import CHUNK_VECTORS
+        from unirag.index.vector_artifacts import open_vector_index
 
-        return self._artifact(CHUNK_VECTORS, lambda: HnswIndex.load(chunk_vector_paths(self.workspace)[1])
-                                                           .labelled(CHUNK_VECTORS))
+        return self._artifact(CHUNK_VECTORS, lambda: open_vector_index(self.workspace, CHUNK_VECTORS, CHUNK_VECTORS))
 
     @property
     def chunk_bm25(self) -> Bm25Index:
@@ -137,16 +137,15 @@ class Resources:
         return self._artifact("graph", lambda: GraphIndex.from_graph(GraphStore(self.workspace).load_graph(),
                                                                      self.workspace.chunk_ids()))
 
-    def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> HnswIndex:
+    def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> VectorIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,
         ``community_vectors:graphrag``, ...), checked against the query's embedding model."""
-        from unirag.index.vector_artifacts import vector_paths
-        from unirag.index.vectors import HnswIndex
+        from unirag.index.vector_artifacts import open_vector_index
 
         if embedding_model and key not in self._loaded:
             self.check_embedding_model(key, embedding_model)
         stem = file_stem or key.replace(":", ".")
-        return self._artifact(key, lambda: HnswIndex.load(vector_paths(self.workspace, stem)[1]).labelled(key))
+        return self._artifact(key, lambda: open_vector_index(self.workspace, key, stem))
 
     def vector_matrix(self, key: str, embedding_model: str) -> tuple[list[str], np.ndarray]:
         """(ids, every vector) of a vector artifact, memory-mapped: for scores over all rows

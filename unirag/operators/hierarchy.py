@@ -37,7 +37,7 @@ from unirag.operators.spec import Count, CountOrZero, Level, OperatorSpec
 
 if TYPE_CHECKING:
     from unirag.index.chnsw import CHnswIndex
-    from unirag.index.vectors import HnswIndex
+    from unirag.index.vectors import VectorIndex
     from unirag.operators.graph_index import GraphIndex
 
 T = TypeVar("T")
@@ -87,8 +87,8 @@ def by_score(hits: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return sorted(hits, key=lambda hit: (-hit[1], hit[0]))
 
 
-def vector_top(index: HnswIndex, query: np.ndarray, k: int) -> list[tuple[str, float]]:
-    """Top-k (id, cosine) of an HNSW index, ties broken by id even at the cut:
+def vector_top(index: VectorIndex, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """Top-k (id, cosine) of a vector index, ties broken by id even at the cut:
     a few more than k are fetched, sorted, then cut."""
     if k <= 0 or not len(index):
         return []

@@ -47,7 +47,8 @@ class ServerState:
         from unirag.api import UniRAG
         from unirag.workspace import Workspace
 
-        return UniRAG.attach(Workspace.open(self.rag.root), self.rag.settings, self.rag.stack, progress)
+        return UniRAG.attach(Workspace.open(self.rag.root, self.rag.settings.store), self.rag.settings, self.rag.stack,
+                             progress)
 
     def graph(self, kind: str) -> GraphIndex:
         """The ``kind`` view with its paging index, loaded once per build of its artifact."""

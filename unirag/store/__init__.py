@@ -1,0 +1,15 @@
+"""The database behind a workspace: one interface, two stores.
+
+* :mod:`unirag.store.sqlite` -- the embedded default, ``WS/store.sqlite`` (a file lock
+  for the one writer);
+* :mod:`unirag.store.postgres` -- a PostgreSQL server (``store: postgresql://...``): one
+  schema per workspace, an advisory lock for the one writer, pgvector for vector indices,
+  artifact files as blobs (:mod:`unirag.store.artifact_files`).
+
+The store classes above (``Workspace``, ``GraphStore``, ``CommunityStore``) write their SQL
+once, in the subset both understand (``?`` placeholders, ``ON CONFLICT DO NOTHING``);
+what differs (column types, replace, insertion order) is a :class:`~unirag.store.database.Dialect`
+fact, and each store's tables carry a schema version (:mod:`unirag.store.schema`).
+It sits with the foundations (it needs only :mod:`unirag.errors`), so the model cache
+(:mod:`unirag.llm`) can use it too.
+"""
