@@ -1,6 +1,6 @@
 """Issue 18: distributed indexing on Ray (``executor: ray``) against a local Ray instance.
 
-One instance serves the whole session (its start costs seconds): 2 CPUs, a 100 MB object
+One instance serves the module's tests (its start costs seconds): 2 CPUs, a 100 MB object
 store, no dashboard. Workers build their own model clients from recipes (the scripted chat
 model and the hash embedder of tests/fakes.py); :class:`~tests.fakes.LoggedChat` writes one
 line per call it serves, in whichever process it runs, so the tests count every model call.
@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ("What is the capital of France?", "Which prizes did Marie Curie win?")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_instance() -> Any:
-    """A local Ray instance for the session; the executor joins it instead of starting its own."""
+    """A local Ray instance for this module's tests (started once; shut down before other modules
+    run); the executor joins it instead of starting its own."""
     ray = pytest.importorskip("ray")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})  # workers import this checkout and tests.fakes
@@ -150,3 +151,20 @@ def test_a_killed_driver_resumes_without_repeating_a_model_call(ray_instance: An
     assert len(GraphStore(workspace).extracted_chunk_ids(workspace.manifest_entry("graph")["config"]["extractor"])) \
         == len(workspace.chunk_ids())
     assert os.path.getsize(log) > 0
+
+
+def test_results_in_item_order_as_soon_as_those_before_are_in() -> None:
+    from unirag.executors import LocalExecutor, in_order
+
+    seen: list[str] = []
+
+    def arrivals() -> Any:
+        for index in (2, 0, 1, 4, 3):
+            seen.append(f"arrived {index}")
+            yield index, index * 10
+
+    for value in in_order(arrivals()):
+        seen.append(f"stored {value}")
+    assert seen == ["arrived 2", "arrived 0", "stored 0", "arrived 1", "stored 10", "stored 20",
+                    "arrived 4", "arrived 3", "stored 30", "stored 40"]
+    assert list(LocalExecutor().map(len, ["a", "bb"])) == [(0, 1), (1, 2)]
