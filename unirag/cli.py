@@ -667,8 +667,6 @@ def evaluate(
         raise UniragError("--methods names no method")
     if extractor not in (None, "llm", "nlp", "auto"):
         raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
-    if executor not in (None, "local", "ray"):
-        raise UniragError(f"unknown executor '{executor}' (known: local, ray)")
     judge_modes = [m.strip() for m in (judge or "").split(",") if m.strip()]
     unknown = [m for m in judge_modes if m not in JUDGE_MODES]
     if unknown:  # before any answering: a typo must not cost a whole run
