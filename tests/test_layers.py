@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unirag"
 #: Bottom to top. A name ranks with its longest listed prefix; a module under
 #: no listed name fails :func:`test_every_module_has_a_layer` until it is given one.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("unirag.errors", "unirag.progress", "unirag.config", "unirag.store"),
+    ("unirag.errors", "unirag.progress", "unirag.config", "unirag.store", "unirag.executors"),
     ("unirag.text",),
     ("unirag.llm",),
     ("unirag.prompts",),

@@ -217,6 +217,12 @@ def index(
     embedding_base_url: EmbUrlOpt = None,
     embedding_model: EmbModelOpt = None,
     concurrency: ConcurrencyOpt = None,
+    executor: Annotated[
+        str | None, typer.Option("--executor", help="who runs the work: local | ray (pip install 'unirag[ray]')")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask before paid model calls")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the estimate of LLM calls and prompt tokens "
@@ -235,6 +241,8 @@ def index(
 
     if extractor not in (None, "llm", "nlp", "auto"):
         raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
+    if executor not in (None, "local", "ray"):
+        raise UniragError(f"unknown executor '{executor}' (known: local, ray)")
     plan = plan_index(sources, fmt=fmt, graphs=graph, indices=build, method=None)
     settings = _settings(
         workspace,
@@ -244,6 +252,8 @@ def index(
         embedding__base_url=embedding_base_url,
         embedding__model=embedding_model,
         concurrency=concurrency,
+        executor=executor,
+        ray__address=ray_address,
         graph__extractor=extractor,
         graph__gleaning=gleaning,
         graph__claims=claims,

@@ -254,6 +254,20 @@ class IndexSettings(_Section):
         return "llm" if chat.resolved_provider == "openai" else "extractive"
 
 
+class RaySettings(_Section):
+    """Where ``executor: ray`` runs its tasks (``unirag index --executor ray``).
+
+    ``address``: a cluster to join (``ray://host:10001``, ``host:6379``, ``auto`` for one
+    started on this machine with ``ray start``); unset, Ray's own rule applies (``RAY_ADDRESS``,
+    else a local instance started for the run). ``num_cpus`` sizes a local instance only.
+    """
+
+    address: str | None = None
+    num_cpus: int | None = Field(None, gt=0, description="CPUs of a local Ray instance (unset: all)")
+    batch_size: int = Field(64, gt=0, description="documents or chunks per Ray task (chunking, nlp extraction)")
+    max_retries: int = Field(3, ge=0, description="times a task is run again after its worker died or it raised")
+
+
 class Settings(_Section):
     chat: ChatSettings = ChatSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -264,6 +278,10 @@ class Settings(_Section):
     graph: GraphSettings = GraphSettings()
     index: IndexSettings = IndexSettings()
     concurrency: int = Field(4, gt=0, description="parallel model calls at most")
+    executor: Literal["local", "ray"] = Field(
+        "local", description="who runs index work: local (threads + this process) or ray (tasks on a Ray cluster)"
+    )
+    ray: RaySettings = RaySettings()
     max_retries: int = Field(5, ge=0)
     retry_base_delay: float = Field(1.0, ge=0)
     retry_max_delay: float = Field(30.0, ge=0)

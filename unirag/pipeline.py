@@ -23,10 +23,11 @@ from typing import Any
 from unirag.graph.corpus import IngestReport, ingest, remove_documents
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
+from unirag.executors import executor_for
 from unirag.index.artifacts import BuildContext, built_artifacts, ensure_artifacts, outdated
 from unirag.index.cost import CostEstimate
 from unirag.llm.base import ChatModel, UsageLedger
-from unirag.llm.factory import ModelStack
+from unirag.llm.factory import ModelStack, run_by
 from unirag.progress import Progress
 from unirag.text.types import Document
 from unirag.workspace import Workspace
@@ -89,7 +90,9 @@ def run_index(
     """
     progress = progress or Progress()
     ledger = workspace.usage_ledger("index")
-    models = stack.accounted(ledger)
+    # ``executor: ray``: model calls that miss the cache run as Ray tasks (llm.remote); chunking
+    # and the zero-LLM extractor fan out in their own steps. Writes stay here, on the driver.
+    models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
     with workspace.writing():
@@ -227,8 +230,8 @@ def run_delete(
         timings["delete.documents"] = time.perf_counter() - tick
         try:
             if workspace.chunk_ids():
-                ctx = BuildContext(workspace, settings, stack.accounted(ledger), progress, timings=timings,
-                                   rebuilt=rebuilt)
+                models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
+                ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
                 ensure_artifacts(ctx, built_artifacts(workspace))
             else:
                 _drop_derived(workspace)
@@ -275,7 +278,8 @@ def prepare_query(
             f"'unirag index -w {workspace.root} --index {name}' or query without --no-build"
         )
     ledger = ledger if ledger is not None else UsageLedger()
-    ctx = BuildContext(workspace, settings, stack.accounted(ledger), progress or Progress())
+    models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
+    ctx = BuildContext(workspace, settings, models, progress or Progress())
     with workspace.writing(wait=settings.retrieval.build_wait, on_wait=note):
         needed = outdated(workspace, list(names))  # what another process built meanwhile is done
         if not needed:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
+from unirag.executors import Executor, executor_for, in_order
+from unirag.executors.base import batched
 from unirag.progress import Progress
 from unirag.text.chunking import iter_chunks
 from unirag.text.loaders import load_documents
@@ -87,6 +89,39 @@ def incoming_chunks(
 
 def _said_by_ingest(message: str) -> None:
     """A load warning met while estimating: the ingest that follows loads the same file and says it."""
+
+
+@dataclass(frozen=True)
+class ChunkDocuments:
+    """One executor task: the chunks of a batch of documents (the worker's tokenizer is
+    loaded once per process, :func:`~unirag.text.tokenizer.get_tokenizer`)."""
+
+    size: int
+    overlap: int
+    encoding: str
+
+    def __call__(self, docs: list[Document]) -> list[list[Chunk]]:
+        tokenizer = get_tokenizer(self.encoding)
+        return [list(iter_chunks(doc, tokenizer, self.size, self.overlap)) for doc in docs]
+
+
+def chunked_by(executor: Executor, docs: Iterable[Document], settings: Settings,
+               ) -> Iterator[tuple[list[Document], list[list[Chunk]]]]:
+    """``(documents, their chunks)`` per batch of ``ray.batch_size`` documents, chunked by the
+    executor's tasks and handed back in reading order (so chunk ids list the same way on
+    every executor); the documents of the batches in flight wait here, not in the tasks' replies."""
+    c = settings.chunking
+    sent: dict[int, list[Document]] = {}
+
+    def remembered() -> Iterator[list[Document]]:
+        for index, batch in enumerate(batched(docs, settings.ray.batch_size)):
+            sent[index] = batch
+            yield batch
+
+    task = ChunkDocuments(c.size, c.overlap, c.encoding)
+    results = executor.map(task, remembered(), retries=settings.ray.max_retries, desc="chunk documents")
+    for index, chunk_lists in enumerate(in_order(results)):
+        yield sent.pop(index), chunk_lists
 
 
 def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
@@ -178,12 +213,8 @@ def ingest(
             advance(1)
             yield chunk
 
-    # Chunks are made lazily, as the store writes them: a large file never has all its
-    # chunks (or tokens) in memory at once; progress counts them as they are made.
-    with progress.task("loading and chunking documents (chunks made)") as advance:
-        loaded = documents if documents is not None else load_documents(
-            sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
-        )
+    def new_documents(loaded: Iterable[Document]) -> Iterator[Document]:
+        """The documents to add: neither stored nor seen earlier in this run."""
         for doc in loaded:
             report.documents_seen += 1
             doc_id = doc.id
@@ -197,10 +228,27 @@ def ingest(
                 report.already_indexed += 1
                 known_again.append(doc)
                 continue
-            chunks = iter_chunks(doc, tokenizer, settings.chunking.size, settings.chunking.overlap)
-            pending.append((doc, counted(chunks, advance)))
-            if len(pending) >= BATCH_DOCUMENTS:
-                flush()
+            yield doc
+
+    # Chunks are made lazily, as the store writes them: a large file never has all its
+    # chunks (or tokens) in memory at once; progress counts them as they are made.
+    executor = executor_for(settings)
+    with progress.task("loading and chunking documents (chunks made)") as advance:
+        loaded = documents if documents is not None else load_documents(
+            sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
+        )
+        if executor.remote:
+            for docs, chunk_lists in chunked_by(executor, new_documents(loaded), settings):
+                pending.extend(zip(docs, chunk_lists, strict=True))
+                advance(sum(len(chunks) for chunks in chunk_lists))
+                if len(pending) >= BATCH_DOCUMENTS:
+                    flush()
+        else:
+            for doc in new_documents(loaded):
+                chunks = iter_chunks(doc, tokenizer, settings.chunking.size, settings.chunking.overlap)
+                pending.append((doc, counted(chunks, advance)))
+                if len(pending) >= BATCH_DOCUMENTS:
+                    flush()
         flush()
     if known_again:
         workspace.add_sources(known_again)

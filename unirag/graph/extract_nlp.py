@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -569,6 +570,29 @@ class NlpExtractor:
                 lemma = str(lemmas[0]).lower() if lemmas else token.lower_
             self._lemmas[key] = lemma
         return lemma
+
+
+@dataclass(frozen=True)
+class NlpBatch:
+    """One executor task: the extractions of a batch of chunks, in order, by an extractor built
+    from these knobs once per worker process (spaCy's load takes seconds; a batch, less)."""
+
+    model: str
+    batch_size: int
+    max_description_chars: int
+
+    @classmethod
+    def of(cls, extractor: NlpExtractor) -> NlpBatch:
+        return cls(extractor.model, extractor.batch_size, extractor.max_description_chars)
+
+    def __call__(self, chunks: list[Chunk]) -> list[ChunkExtraction]:
+        return list(worker_extractor(self).extract(chunks))
+
+
+@lru_cache(maxsize=2)
+def worker_extractor(knobs: NlpBatch) -> NlpExtractor:
+    """The extractor of these knobs in this process, loaded once (a worker reuses it for every batch)."""
+    return NlpExtractor(knobs.model, knobs.batch_size, knobs.max_description_chars)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from unirag.graph.projections import GRAPH_TYPES, shared_entity_links
 from unirag.graph.merge import merge_extractions, shorten_descriptions
 from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError
+from unirag.executors import executor_for
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
@@ -55,7 +56,13 @@ def make_extractor(settings: Settings, models: Models, prompts: PromptLibrary | 
 def run_extraction(
     workspace: Workspace, store: GraphStore, settings: Settings, models: Models, progress: Progress
 ) -> tuple[str, int]:
-    """Extract every chunk not yet extracted by this extractor; returns (name, chunks done now)."""
+    """Extract every chunk not yet extracted by this extractor; returns (name, chunks done now).
+
+    Each group's or batch's extractions are stored as they finish, so a killed run resumes with
+    the rest. Under a remote executor the nlp extractor runs as one task per ``ray.batch_size``
+    chunks; the LLM extractor's calls go out through ``models`` (:func:`unirag.llm.factory.run_by`).
+    """
+    executor = executor_for(settings)
     extractor = make_extractor(settings, models, PromptLibrary.of_workspace(workspace.root))
     done = store.extracted_chunk_ids(extractor.name)
     # A title that is only a file name is no entity: extractors see the chunk without it.
@@ -68,6 +75,15 @@ def run_extraction(
 
             groups = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
             for extractions in extractor.extract_groups(groups, settings.concurrency):
+                store.save_extractions(extractor.name, extractions)
+                advance(len(extractions))
+        elif executor.remote:
+            from unirag.executors.base import batched
+            from unirag.graph.extract_nlp import NlpBatch
+
+            batches = batched(pending, settings.ray.batch_size)
+            for _, extractions in executor.map(NlpBatch.of(extractor), batches, retries=settings.ray.max_retries,
+                                               desc="extract entities (nlp)"):
                 store.save_extractions(extractor.name, extractions)
                 advance(len(extractions))
         else:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from unirag.config import Settings, config_hash
+from unirag.executors import model_call_parallelism
 from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
@@ -163,6 +164,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
         return build_text_vectors(
             ctx.workspace, ctx.models.embedder, kind, kind, ids, texts, ctx.settings.embedding.batch_size,
             ctx.progress, f"index.{kind}", labels[kind], fingerprint=fingerprint,
+            parallel=model_call_parallelism(ctx.settings),
         )
 
     return build
@@ -459,7 +461,7 @@ def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
             ctx.workspace, ctx.models.embedder, f"community_vectors:{name}", f"community_vectors.{name}",
             [c.id for c in communities], [community_text(c) for c in communities],
             ctx.settings.embedding.batch_size, ctx.progress, f"index.{name}.embed_reports",
-            f"embedding {name} communities",
+            f"embedding {name} communities", parallel=model_call_parallelism(ctx.settings),
         )
 
     return build

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from unirag.config import Settings, config_hash
 from unirag.index.bm25 import Bm25Index
+from unirag.executors import model_call_parallelism
 from unirag.index.vector_artifacts import build_text_vectors, vector_paths
 from unirag.llm.base import EmbeddingModel
 from unirag.progress import Progress
@@ -41,7 +42,7 @@ def build_chunk_vectors(
         workspace, embedder, CHUNK_VECTORS, "chunk_vectors", ids, [chunk.indexed_text for chunk in chunks],
         settings.embedding.batch_size, progress or Progress(), "index.embed_chunks", "embedding chunks",
         fingerprint=config_hash({"chunks": ids, "model": embedder.name}),
-        lengths=[chunk.n_tokens for chunk in chunks],
+        lengths=[chunk.n_tokens for chunk in chunks], parallel=model_call_parallelism(settings),
     )
 
 

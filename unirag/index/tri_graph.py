@@ -131,6 +131,7 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
     from scipy.sparse import coo_matrix
 
     from unirag.graph.graph_build import make_extractor, run_extraction
+    from unirag.executors import model_call_parallelism
     from unirag.index.vector_artifacts import embed_in_length_order
 
     nlp_settings = settings.model_copy(update={"graph": settings.graph.model_copy(update={"extractor": "nlp"})})
@@ -160,11 +161,11 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
         (np.ones(len(links)), (np.array([s for s, _ in links], dtype=np.int64),
                                np.array([e for _, e in links], dtype=np.int64))),
         shape=(len(sentences), len(keys))).tocsr()
-    batch = settings.embedding.batch_size
+    batch, parallel = settings.embedding.batch_size, model_call_parallelism(settings)
     entity_vectors = embed_in_length_order(models.embedder, [display[k] for k in keys], batch, progress,
-                                           "embedding Tri-Graph entities", "index.tri_graph")
+                                           "embedding Tri-Graph entities", "index.tri_graph", parallel=parallel)
     sentence_vectors = embed_in_length_order(models.embedder, sentences, batch, progress,
-                                             "embedding Tri-Graph sentences", "index.tri_graph")
+                                             "embedding Tri-Graph sentences", "index.tri_graph", parallel=parallel)
     directory.mkdir(parents=True, exist_ok=True)
     with atomic_path(directory / "arrays.npz") as tmp, open(tmp, "wb") as handle:
         np.savez(handle, ep_data=entity_passage.data, ep_indices=entity_passage.indices,

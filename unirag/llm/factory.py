@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, Settings
-from unirag.errors import ConfigError
+from unirag.config import Settings
+from unirag.executors.base import Executor
+from unirag.llm.backends import backend_chat, backend_embedder
 from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, UsageLedger
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import (
@@ -19,52 +20,7 @@ from unirag.llm.layers import (
     RetryingEmbedder,
     RetryPolicy,
 )
-
-
-def backend_chat(settings: Settings) -> ChatModel:
-    """The bare chat backend the settings name (no layers)."""
-    chat = settings.chat
-    if chat.resolved_provider == "openai":
-        if not chat.base_url:
-            raise ConfigError("chat.provider is openai but chat.base_url is not set (UNIRAG_CHAT_BASE_URL)")
-        from unirag.llm.openai_compat import OpenAIChat
-
-        if chat.model == EMBEDDED_CHAT_MODEL:
-            raise ConfigError("chat.base_url is set but chat.model is not: name the server's model (UNIRAG_CHAT_MODEL)")
-        key = chat.api_key.get_secret_value() if chat.api_key else None
-        return OpenAIChat(chat.base_url, chat.model, key, chat.timeout, chat.json_mode)
-    if chat.model != EMBEDDED_CHAT_MODEL:
-        raise ConfigError(
-            f"chat.model '{chat.model}' needs an endpoint: set chat.base_url (the embedded model is {EMBEDDED_CHAT_MODEL})"
-        )
-    from unirag.llm.embedded import EmbeddedChat
-
-    return EmbeddedChat(chat.model, chat.context_window, chat.n_threads)
-
-
-def backend_embedder(settings: Settings) -> EmbeddingModel:
-    emb = settings.embedding
-    if emb.resolved_provider == "openai":
-        if not emb.base_url:
-            raise ConfigError(
-                "embedding.provider is openai but embedding.base_url is not set (UNIRAG_EMBEDDING_BASE_URL)"
-            )
-        from unirag.llm.openai_compat import OpenAIEmbedder
-
-        if emb.model == EMBEDDED_EMBEDDING_MODEL:
-            raise ConfigError(
-                "embedding.base_url is set but embedding.model is not: name the server's model (UNIRAG_EMBEDDING_MODEL)"
-            )
-        key = emb.api_key.get_secret_value() if emb.api_key else None
-        return OpenAIEmbedder(emb.base_url, emb.model, key, emb.timeout)
-    if emb.model != EMBEDDED_EMBEDDING_MODEL:
-        raise ConfigError(
-            f"embedding.model '{emb.model}' needs an endpoint: set embedding.base_url "
-            f"(the embedded model is {EMBEDDED_EMBEDDING_MODEL})"
-        )
-    from unirag.llm.embedded import EmbeddedEmbedder
-
-    return EmbeddedEmbedder(emb.model, emb.n_threads)
+from unirag.llm.remote import ClientRecipe, RemoteChat, RemoteEmbedder
 
 
 @dataclass
@@ -89,6 +45,11 @@ class ModelStack:
     # The bare chat backend under the layers: an async stack wraps the same model
     # (the embedded SmolLM2 loads once per process, whichever way it is called).
     backend: ChatModel | None = None
+    # The bare embedding backend, and how a worker builds each client (``None``: a backend
+    # given in code, which stays in this process under a remote executor; ``llm.remote``).
+    embedding_backend: EmbeddingModel | None = None
+    recipes: tuple[ClientRecipe | None, ClientRecipe | None] = (None, None)
+    on_retry: Callable[[str], None] | None = None
 
     def accounted(self, ledger: UsageLedger | None = None) -> Models:
         ledger = ledger if ledger is not None else UsageLedger()
@@ -114,12 +75,15 @@ def build_stack(
     """
     policy = retry_policy(settings, on_retry)
     backend = chat or backend_chat(settings)
+    embedding_backend = embedder or backend_embedder(settings)
     chat_model: ChatModel = LimitedChat(RetryingChat(backend, policy), settings.concurrency)
-    embed_model: EmbeddingModel = RetryingEmbedder(embedder or backend_embedder(settings), policy)
+    embed_model: EmbeddingModel = RetryingEmbedder(embedding_backend, policy)
     if cache is not None and settings.cache:
         chat_model = CachedChat(chat_model, cache)
         embed_model = CachedEmbedder(embed_model, cache)
-    return ModelStack(chat_model, embed_model, backend)
+    recipes = (ClientRecipe("chat", settings) if chat is None else None,
+               ClientRecipe("embedding", settings) if embedder is None else None)
+    return ModelStack(chat_model, embed_model, backend, embedding_backend, recipes, on_retry)
 
 
 @dataclass
@@ -159,3 +123,18 @@ def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: C
     if cache is not None and settings.cache:
         chat = AsyncCachedChat(chat, cache)
     return AsyncChatStack(chat, inner)
+
+
+def run_by(stack: ModelStack, settings: Settings, cache: ResponseCache | None, executor: Executor) -> ModelStack:
+    """``stack`` with its backends run by ``executor`` (:mod:`unirag.llm.remote`): the same
+    layers here, each call that misses the cache one task. The local executor changes nothing;
+    a backend given in code without a recipe (no way for a worker to build it) stays here."""
+    if not executor.remote:
+        return stack
+    chat_recipe, embedding_recipe = stack.recipes
+    retries = settings.ray.max_retries
+    chat = RemoteChat(executor, chat_recipe, retries) if chat_recipe is not None else stack.backend
+    embedder = (RemoteEmbedder(executor, embedding_recipe, retries) if embedding_recipe is not None
+                else stack.embedding_backend)
+    remote = build_stack(settings, cache, chat=chat, embedder=embedder, on_retry=stack.on_retry)
+    return replace(remote, backend=stack.backend, recipes=stack.recipes)

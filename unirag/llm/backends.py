@@ -1,0 +1,55 @@
+"""The bare model backends the settings name: the OpenAI-compatible clients or the embedded
+offline models. Apart from :mod:`unirag.llm.factory` so that a worker builds them from the
+settings (:mod:`unirag.llm.remote`) without the layers around them."""
+
+from __future__ import annotations
+
+from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, Settings
+from unirag.errors import ConfigError
+from unirag.llm.base import ChatModel, EmbeddingModel
+
+
+def backend_chat(settings: Settings) -> ChatModel:
+    """The bare chat backend the settings name (no layers)."""
+    chat = settings.chat
+    if chat.resolved_provider == "openai":
+        if not chat.base_url:
+            raise ConfigError("chat.provider is openai but chat.base_url is not set (UNIRAG_CHAT_BASE_URL)")
+        from unirag.llm.openai_compat import OpenAIChat
+
+        if chat.model == EMBEDDED_CHAT_MODEL:
+            raise ConfigError("chat.base_url is set but chat.model is not: name the server's model (UNIRAG_CHAT_MODEL)")
+        key = chat.api_key.get_secret_value() if chat.api_key else None
+        return OpenAIChat(chat.base_url, chat.model, key, chat.timeout, chat.json_mode)
+    if chat.model != EMBEDDED_CHAT_MODEL:
+        raise ConfigError(
+            f"chat.model '{chat.model}' needs an endpoint: set chat.base_url (the embedded model is {EMBEDDED_CHAT_MODEL})"
+        )
+    from unirag.llm.embedded import EmbeddedChat
+
+    return EmbeddedChat(chat.model, chat.context_window, chat.n_threads)
+
+
+def backend_embedder(settings: Settings) -> EmbeddingModel:
+    emb = settings.embedding
+    if emb.resolved_provider == "openai":
+        if not emb.base_url:
+            raise ConfigError(
+                "embedding.provider is openai but embedding.base_url is not set (UNIRAG_EMBEDDING_BASE_URL)"
+            )
+        from unirag.llm.openai_compat import OpenAIEmbedder
+
+        if emb.model == EMBEDDED_EMBEDDING_MODEL:
+            raise ConfigError(
+                "embedding.base_url is set but embedding.model is not: name the server's model (UNIRAG_EMBEDDING_MODEL)"
+            )
+        key = emb.api_key.get_secret_value() if emb.api_key else None
+        return OpenAIEmbedder(emb.base_url, emb.model, key, emb.timeout)
+    if emb.model != EMBEDDED_EMBEDDING_MODEL:
+        raise ConfigError(
+            f"embedding.model '{emb.model}' needs an endpoint: set embedding.base_url "
+            f"(the embedded model is {EMBEDDED_EMBEDDING_MODEL})"
+        )
+    from unirag.llm.embedded import EmbeddedEmbedder
+
+    return EmbeddedEmbedder(emb.model, emb.n_threads)
