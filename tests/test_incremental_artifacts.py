@@ -1,0 +1,79 @@
+"""Artifacts updated from their previous build after a corpus change: synonym edges, the
+Tri-Graph and HNSW indices over given vectors. Each equals a whole build, an insert then a
+delete equals never inserting, and a damaged previous file means a whole build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.test_living_corpus import A, B, _delete, _index, _write
+from unirag.graph.graph_store import GraphStore
+from unirag.index import synonyms
+from unirag.index.synonyms import SYNONYM_EDGES, SynonymConfig, build_synonym_edges, load_synonym_edges, synonym_path
+from unirag.progress import Progress
+from unirag.workspace import Workspace
+
+# Small enough that the hashed test embeddings give edges and full lists on a dozen names.
+SMALL = SynonymConfig(threshold=0.5, max_neighbours=2)
+
+
+@pytest.fixture()
+def small_synonyms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every synonym build of the test (the registry's refreshes too) uses ``SMALL``."""
+    monkeypatch.setattr(synonyms, "SynonymConfig", lambda: SMALL)
+
+
+def _synonyms(ws: Workspace) -> tuple[dict[str, Any], set[tuple[str, str, float]]]:
+    """The synonym edges (built when not current); (their update record, the edges by id)."""
+    inputs = {"entity_name_vectors": (ws.manifest_entry("entity_name_vectors") or {}).get("inputs")}
+    build_synonym_edges(ws, lambda: GraphStore(ws).load_graph(), inputs, Progress(enabled=False))
+    edges = load_synonym_edges(ws)
+    ids = edges.entity_ids
+    found = {(ids[a], ids[b], round(s, 5)) for a, b, s in zip(edges.source.tolist(), edges.target.tolist(),
+                                                            edges.similarity.tolist(), strict=True)}
+    return ws.manifest_entry(SYNONYM_EDGES)["update"], found
+
+
+def _fresh_synonyms(ws: Workspace) -> set[tuple[str, str, float]]:
+    """A whole build on the same workspace (the previous build forgotten)."""
+    ws.drop_manifest_entry(SYNONYM_EDGES)
+    update, edges = _synonyms(ws)
+    assert update["mode"] == "full"
+    return edges
+
+
+@pytest.mark.usefixtures("small_synonyms")
+def test_synonym_edges_update_equals_a_whole_build_and_undoes_an_insert(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    first, alone = _synonyms(ws)
+    assert first["mode"] == "full" and alone
+    b = _write(tmp_path / "b.json", B)
+    _index(ws, [b])
+    update, grown = _synonyms(ws)
+    assert update["mode"] == "update" and update["new"] > 0
+    assert update["queried"] < len(GraphStore(ws).load_graph().entities)
+    assert grown == _fresh_synonyms(ws)
+    _delete(ws, [str(b)])
+    update, after = _synonyms(ws)
+    assert update["mode"] == "update" and update["gone"] > 0
+    assert after == alone
+    ws.close()
+
+
+@pytest.mark.usefixtures("small_synonyms")
+def test_a_damaged_synonym_file_means_a_whole_build(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    _, alone = _synonyms(ws)
+    path = synonym_path(ws)
+    path.write_bytes(path.read_bytes()[:100])
+    _index(ws, [_write(tmp_path / "b.json", B)])
+    update, grown = _synonyms(ws)
+    assert update == {**update, "mode": "full", "reason": "previous file damaged"}
+    assert grown == _fresh_synonyms(ws)
+    ws.close()
