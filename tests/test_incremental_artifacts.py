@@ -10,10 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.fakes import HashEmbedder, fake_stack, make_settings
 from tests.test_living_corpus import A, B, _delete, _index, _write
+from unirag.errors import UniragError
 from unirag.graph.graph_store import GraphStore
 from unirag.index import synonyms
 from unirag.index.synonyms import SYNONYM_EDGES, SynonymConfig, build_synonym_edges, load_synonym_edges, synonym_path
+from unirag.index.tri_graph import PARTS_FILE, TRI_GRAPH, load_tri_graph
+from unirag.pipeline import run_delete, run_index
 from unirag.progress import Progress
 from unirag.workspace import Workspace
 
@@ -76,4 +80,73 @@ def test_a_damaged_synonym_file_means_a_whole_build(tmp_path: Path) -> None:
     update, grown = _synonyms(ws)
     assert update == {**update, "mode": "full", "reason": "previous file damaged"}
     assert grown == _fresh_synonyms(ws)
+    ws.close()
+
+
+# -- the Tri-Graph -------------------------------------------------------------------------------
+
+
+def _tri(ws: Workspace, sources: list[Path] | None = None, delete: list[str] | None = None) -> dict[str, Any]:
+    """Index ``sources`` (or delete ``delete``) with only the Tri-Graph built; its update record."""
+    settings = make_settings(ws.root, concurrency=1)
+    stack = fake_stack(settings, ws, embedder=HashEmbedder())
+    if delete is not None:
+        run_delete(ws, delete, settings, stack)
+    else:
+        run_index(ws, sources or [], settings, stack, graphs=[], artifacts=[TRI_GRAPH])
+    return ws.manifest_entry(TRI_GRAPH)["update"]
+
+
+def _tri_arrays(ws: Workspace) -> dict[str, Any]:
+    graph = load_tri_graph(ws)
+    return {"entity_ids": graph.entity_ids, "entity_names": graph.entity_names, "chunk_ids": graph.chunk_ids,
+            "entity_passage": graph.entity_passage.toarray().tolist(),
+            "sentence_entity": graph.sentence_entity.toarray().tolist(),
+            "entity_vectors": graph.entity_vectors.tolist(), "sentence_vectors": graph.sentence_vectors.tolist(),
+            "inputs": ws.manifest_entry(TRI_GRAPH)["inputs"]}
+
+
+@pytest.fixture(scope="module")
+def tri_alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("tri-alone")
+    ws = Workspace.init(root / "ws")
+    try:
+        try:
+            assert _tri(ws, [_write(root / "a.json", A)])["mode"] == "full"
+        except UniragError as exc:  # no spaCy model
+            pytest.skip(str(exc))
+        return _tri_arrays(ws)
+    finally:
+        ws.close()
+
+
+def test_tri_graph_insert_reads_only_new_passages_and_equals_a_fresh_build(tmp_path: Path,
+                                                                             tri_alone: dict[str, Any]) -> None:
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    ws = Workspace.init(tmp_path / "ws")
+    _tri(ws, [a])
+    update = _tri(ws, [b])
+    assert update["mode"] == "update" and update["passages_read"] == len(B)
+    assert 0 < update["sentences_embedded"] < len(load_tri_graph(ws).sentence_vectors)
+    fresh = Workspace.init(tmp_path / "fresh")
+    _tri(fresh, [a, b])
+    assert _tri_arrays(ws) == _tri_arrays(fresh)
+    fresh.close()
+    update = _tri(ws, delete=[str(b)])
+    assert update == {"mode": "update", "passages_read": 0, "entities_embedded": 0, "sentences_embedded": 0}
+    assert _tri_arrays(ws) == tri_alone
+    ws.close()
+
+
+def test_a_damaged_tri_graph_means_a_whole_build(tmp_path: Path, tri_alone: dict[str, Any]) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _tri(ws, [_write(tmp_path / "a.json", A)])
+    parts = ws.artifact_path(TRI_GRAPH) / PARTS_FILE
+    parts.write_text(parts.read_text(encoding="utf-8")[:50], encoding="utf-8")
+    b = _write(tmp_path / "b.json", B)
+    update = _tri(ws, [b])
+    assert update["mode"] == "full" and update["reason"] == "previous files damaged"
+    assert update["passages_read"] == len(A) + len(B)
+    _tri(ws, delete=[str(b)])
+    assert _tri_arrays(ws) == tri_alone
     ws.close()
