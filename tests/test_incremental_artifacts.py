@@ -12,10 +12,14 @@ import pytest
 
 from tests.fakes import HashEmbedder, fake_stack, make_settings
 from tests.test_living_corpus import A, B, _delete, _index, _write
+from unirag.config import config_hash
 from unirag.errors import UniragError
 from unirag.graph.graph_store import GraphStore
 from unirag.index import synonyms
 from unirag.index.synonyms import SYNONYM_EDGES, SynonymConfig, build_synonym_edges, load_synonym_edges, synonym_path
+from unirag.index.vector_artifacts import index_given_vectors, load_vectors, vector_paths
+from unirag.index.vectors import HnswIndex
+from unirag.llm.base import normalise_rows
 from unirag.index.tri_graph import PARTS_FILE, TRI_GRAPH, load_tri_graph
 from unirag.pipeline import run_delete, run_index
 from unirag.progress import Progress
@@ -149,4 +153,59 @@ def test_a_damaged_tri_graph_means_a_whole_build(tmp_path: Path, tri_alone: dict
     assert update["passages_read"] == len(A) + len(B)
     _tri(ws, delete=[str(b)])
     assert _tri_arrays(ws) == tri_alone
+    ws.close()
+
+
+# -- HNSW indices over given vectors -------------------------------------------------------------
+
+
+def _given(ws: Workspace, ids: list[str], vectors: np.ndarray) -> dict[str, Any]:
+    """Index ``vectors`` as the ``given`` artifact; its update record."""
+    inputs = config_hash({"ids": ids, "vectors": vectors.tobytes().hex()})
+    assert index_given_vectors(ws, "given", "given", ids, vectors, inputs, "test-model", Progress(enabled=False))
+    return ws.manifest_entry("given")["update"]
+
+
+def _top(ws: Workspace, queries: np.ndarray) -> list[list[tuple[str, float]]]:
+    index = HnswIndex.load(vector_paths(ws, "given")[1])
+    return [[(item, round(score, 5)) for item, score in hits] for hits in index.search(queries, 5)]
+
+
+def _unit_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    x = rng.standard_normal((n, 24)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_given_vectors_update_in_place_and_an_insert_then_delete_leaves_them_as_they_were(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    rng = np.random.default_rng(0)
+    ids, vectors = [f"n{i}" for i in range(300)], _unit_rows(rng, 300)
+    queries = _unit_rows(rng, 20)
+    assert _given(ws, ids, vectors)["mode"] == "full"
+    alone = _top(ws, queries)
+    grown = np.concatenate([vectors + 0.001 * _unit_rows(rng, 300), _unit_rows(rng, 6)])  # a propagated change
+    grown /= np.linalg.norm(grown, axis=1, keepdims=True)
+    grown_ids = ids + [f"new{i}" for i in range(6)]
+    update = _given(ws, grown_ids, grown)
+    assert update == {"mode": "update", "kept": 0, "moved": 300, "added": 6, "deleted": 0}
+    fresh = Workspace.init(tmp_path / "fresh")
+    _given(fresh, grown_ids, grown)
+    assert _top(ws, queries) == _top(fresh, queries)  # equal to a whole build (exact at this size)
+    fresh.close()
+    assert _given(ws, ids, vectors)["mode"] == "update"
+    assert np.array_equal(load_vectors(ws, "given", "given")[1], normalise_rows(vectors))
+    assert _top(ws, queries) == alone
+    ws.close()
+
+
+def test_a_damaged_index_of_given_vectors_means_a_whole_build(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    rng = np.random.default_rng(1)
+    ids, vectors = [f"n{i}" for i in range(50)], _unit_rows(rng, 50)
+    _given(ws, ids, vectors)
+    path = vector_paths(ws, "given")[1]
+    path.write_bytes(path.read_bytes()[:64])
+    update = _given(ws, ids + ["extra"], np.concatenate([vectors, _unit_rows(rng, 1)]))
+    assert update == {"mode": "full", "reason": "no whole previous index"}
+    assert [hits[0][0] for hits in HnswIndex.load(path).search(vectors, 1)] == ids
     ws.close()

@@ -96,11 +96,16 @@ def save_vector_artifact(
         with progress.task(f"building HNSW index ({key})"):
             index = HnswIndex.build(vectors, list(ids))
     index.save(hnsw_path)
+    update: dict[str, object] = (
+        {"mode": "update", **index.update_counts} if index.update_counts is not None
+        else {"mode": "full", "reason": "no whole previous index" if previous is None
+              else "too many rows changed, or the saved index unusable"})
     workspace.set_manifest_entry(key, {
         "config": {"index": "hnsw", "space": "cosine", **config},
         "inputs": inputs,
         "count": len(ids),
         "dim": int(vectors.shape[1]) if len(ids) else 0,
+        "update": update,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=vector_files(workspace, file_stem))
 
@@ -133,7 +138,9 @@ def index_given_vectors(
     workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], vectors: np.ndarray, inputs: str,
     model: str, progress: Progress,
 ) -> bool:
-    """Index vectors computed elsewhere (tree nodes); False when up to date."""
+    """Index vectors computed elsewhere (tree nodes, HyGRAG's structure-aware embeddings); False
+    when up to date. Updated in place like text vectors: rows that moved a little (a propagated
+    embedding near a change) keep their place in the graph with their new vector."""
     if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
