@@ -7,8 +7,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from unirag.index.synonym_update import update_neighbour_lists
-from unirag.index.synonyms import (
+from unirag.index.synonym_search import update_neighbour_lists
+from unirag.index.synonym_search import (
     StoredSynonyms,
     SynonymConfig,
     edges_from,
