@@ -174,15 +174,24 @@ def _joined_by_fresh(fresh_hits: dict[int, Hits], vectors: np.ndarray, kept: np.
                      k: int, threshold: float) -> dict[int, float]:
     """Kept usable rows at least ``threshold`` similar to a fresh row, with the best such score."""
     joined: dict[int, float] = {}
-    for fresh, hits in fresh_hits.items():
-        pairs = [(j, s) for j, s in hits if j != fresh and kept[j] and usable[j]]
 
-        if len(hits) >= k:  # a full list: more rows may be as similar, found exactly
-            sims = np.asarray(vectors, dtype=np.float32) @ np.asarray(vectors[fresh], dtype=np.float32)
-            close = np.flatnonzero((sims >= threshold - SCORE_SLACK) & kept & usable)
-            pairs = [(int(j), float(sims[j])) for j in close if j != fresh]
-        for j, score in pairs:
-            joined[j] = max(joined.get(j, score), score)
+    def join(j: int, score: float) -> None:
+        joined[j] = max(joined.get(j, score), score)
+
+    full = [fresh for fresh, hits in fresh_hits.items() if len(hits) >= k]  # more rows may be as similar
+    for fresh, hits in fresh_hits.items():
+        if len(hits) < k:
+            for j, score in hits:
+                if j != fresh and kept[j] and usable[j]:
+                    join(j, score)
+    matrix = np.asarray(vectors, dtype=np.float32) if full else None
+    for start in range(0, len(full), 256):  # a full list's rows: similarities to every row, exactly
+        rows = full[start:start + 256]
+        sims = matrix[rows] @ matrix.T  # type: ignore[index]
+        for fresh, row in zip(rows, sims, strict=True):
+            for j in np.flatnonzero((row >= threshold - SCORE_SLACK) & kept & usable).tolist():
+                if j != fresh:
+                    join(j, float(row[j]))
     return joined
 
 
