@@ -61,3 +61,21 @@ def test_too_many_deleted_rows_mean_a_whole_build(tmp_path: Path) -> None:
     path = _saved(tmp_path, ids, vectors)
     assert HnswIndex.updated(path, ids, vectors, ids[10:], vectors[10:]) is None
     assert HnswIndex.updated(path, ids, vectors, ids, _unit(rng, 20)[:, :8]) is None  # another dimension
+
+
+def test_rows_that_moved_a_little_keep_their_label_and_get_the_new_vector(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    ids, vectors = [f"a{i}" for i in range(200)], _unit(rng, 200)
+    path = _saved(tmp_path, ids, vectors)
+    nudged = vectors + 0.002 * _unit(rng, 200)  # every row moves, each by far less than RELINK_TOLERANCE
+    nudged[:3] = _unit(rng, 3)  # three rows move far: relinked
+    nudged /= np.linalg.norm(nudged, axis=1, keepdims=True)
+    index = HnswIndex.updated(path, ids, vectors, ids, nudged)
+    assert index is not None and index.update_counts == {"kept": 0, "moved": 197, "added": 3, "deleted": 3}
+    assert sum(label < 0 for label in index.label_rows) == 3
+    index.save(path)
+    loaded = HnswIndex.load(path)
+    for row, hits in enumerate(loaded.search(nudged, 5)):
+        exact = sorted(((ids[j], float(s)) for j, s in enumerate(nudged @ nudged[row])), key=lambda h: (-h[1], h[0]))
+        assert [item for item, _ in hits] == [item for item, _ in exact[:5]]
+        assert np.allclose([score for _, score in hits], [score for _, score in exact[:5]], atol=1e-5)

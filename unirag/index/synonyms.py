@@ -5,87 +5,80 @@ least 0.8 ("synonymy edges"), so a walk can cross from "Alan Turing" to "A. M. T
 even where no passage names both. HippoRAG 2's code keeps at most 100 neighbours per
 phrase and skips names with fewer than 3 letters or digits; the same here, over the
 ``entity_name_vectors`` HNSW index (one batched k-NN search, no pair loop).
-Stored as ``artifacts/synonym_edges.npz``: entity ids, edge ends (rows of those ids)
-and similarities, each pair once.
+
+Every entity's search hits at or above the threshold (its *neighbour list*) are stored
+with the edges, so a corpus change re-searches only what it can have changed
+(:mod:`unirag.index.synonym_search`). Stored as ``artifacts/synonym_edges.npz``: entity ids,
+edge ends (rows of those ids) and similarities, each pair once; the neighbour lists (CSR
+over entity rows), the search's k and a digest of each entity's name and name vector.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
+import zipfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from unirag.config import config_hash
+from unirag.index.synonym_search import (
+    NeighbourLists,
+    StoredSynonyms,
+    SynonymConfig,
+    SynonymEdges,
+    edges_from,
+    entity_digests,
+    find_synonyms,
+    full_neighbour_lists,
+    update_neighbour_lists,
+    usable_names,
+)
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
 
 SYNONYM_EDGES = "synonym_edges"
-_ALNUM = re.compile(r"[^A-Za-z0-9]")
-
-
-@dataclass(frozen=True)
-class SynonymConfig:
-    """HippoRAG 2's defaults (``synonymy_edge_sim_threshold``, its 100-neighbour cap)."""
-
-    threshold: float = 0.8
-    max_neighbours: int = 100
-
-
-@dataclass(frozen=True)
-class SynonymEdges:
-    """Undirected edges between entities: ``source[i]`` -- ``target[i]`` with ``similarity[i]``."""
-
-    entity_ids: list[str]
-    source: np.ndarray
-    target: np.ndarray
-    similarity: np.ndarray
-
-
-def find_synonyms(entity_ids: list[str], names: list[str], vectors: np.ndarray,
-                  search: Callable[[np.ndarray, int], list[list[tuple[str, float]]]],
-                  config: SynonymConfig) -> SynonymEdges:
-    """Pairs of entities at least ``config.threshold`` similar; ``search(vectors, k)`` is an
-    HNSW search returning (id, cosine) lists per row, best first."""
-    row = {entity_id: i for i, entity_id in enumerate(entity_ids)}
-    usable = np.array([len(_ALNUM.sub("", name)) > 2 for name in names], dtype=bool)
-    pairs: dict[tuple[int, int], float] = {}
-    rows = np.flatnonzero(usable)
-    k = min(config.max_neighbours + 1, len(entity_ids))
-    for start in range(0, len(rows), 4096):
-        batch = rows[start:start + 4096]
-        for i, hits in zip(batch.tolist(), search(np.asarray(vectors[batch], dtype=np.float32), k), strict=True):
-            for other_id, score in hits:
-                j = row.get(other_id)
-                if score < config.threshold:
-                    break
-                if j is None or j == i or not usable[j]:
-                    continue
-                key = (i, j) if i < j else (j, i)
-                pairs[key] = max(pairs.get(key, 0.0), float(score))
-    ordered = sorted(pairs)
-    return SynonymEdges(
-        entity_ids=list(entity_ids),
-        source=np.array([a for a, _ in ordered], dtype=np.int64),
-        target=np.array([b for _, b in ordered], dtype=np.int64),
-        similarity=np.array([pairs[p] for p in ordered], dtype=np.float64),
-    )
+__all__ = ["SYNONYM_EDGES", "SynonymConfig", "SynonymEdges", "build_synonym_edges", "find_synonyms",
+           "load_synonym_edges", "synonym_path"]
 
 
 def synonym_path(workspace: Workspace) -> Path:
     return workspace.artifact_path(f"{SYNONYM_EDGES}.npz")
 
 
+def _previous_build(workspace: Workspace, config: SynonymConfig) -> tuple[StoredSynonyms | None, str]:
+    """The last build's lists when whole and made with ``config``, else None and why not."""
+    entry = workspace.manifest_entry(SYNONYM_EDGES)
+    if entry is None:
+        return None, "no previous build"
+    if entry.get("config") != asdict(config):
+        return None, "another configuration"
+    if (workspace.artifact_problem(SYNONYM_EDGES) or "").startswith("damaged"):
+        return None, "previous file damaged"
+    try:
+        with np.load(synonym_path(workspace)) as data:
+            if "hit_indptr" not in data.files:
+                return None, "previous build has no neighbour lists"
+            stored = StoredSynonyms(
+                json.loads(str(data["entity_ids"])), data["digests"],
+                NeighbourLists(int(data["k"]), data["hit_indptr"], data["hit_rows"], data["hit_scores"]))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None, "previous file unreadable"
+    if len(stored.digests) != len(stored.entity_ids) or len(stored.lists.indptr) != len(stored.entity_ids) + 1:
+        return None, "previous file inconsistent"
+    return stored, ""
+
+
 def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inputs: dict[str, Any],
                         progress: Progress,
                         config: SynonymConfig | None = None) -> bool:
     """Build the artifact from ``entity_name_vectors`` (``inputs``: its fingerprint; ``load_graph``
-    gives the merged graph's entity names, read only when a build is due); False when current."""
+    gives the merged graph's entity names, read only when a build is due); False when current.
+    A whole previous build is updated (only new, changed and affected entities searched)."""
     from unirag.index.vector_artifacts import load_vectors, open_vector_index
 
     config = config or SynonymConfig()
@@ -95,16 +88,28 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
         return False
     started = time.perf_counter()
     ids, vectors = load_vectors(workspace, "entity_name_vectors", "entity_name_vectors")
+    ids = list(ids)
     index = open_vector_index(workspace, "entity_name_vectors", "entity_name_vectors")
     entities = load_graph().entities
     names = [entities[i].name if i in entities else "" for i in ids]
+    digests = entity_digests(names, vectors)
+    previous, reason = _previous_build(workspace, config)
     with progress.task("finding synonym edges (HippoRAG 2)"):
-        edges = find_synonyms(list(ids), names, vectors, index.search, config)
+        update = (update_neighbour_lists(previous, ids, names, digests, vectors, index.search, config)
+                  if previous is not None else None)
+        if update is None:
+            lists = full_neighbour_lists(ids, names, vectors, index.search, config)
+            plan: dict[str, Any] = {"mode": "full", "reason": reason or "search length changed",
+                                    "queried": int(np.count_nonzero(usable_names(names)))}
+        else:
+            lists, plan = update.lists, {"mode": "update", **update.counts}
+        edges = edges_from(ids, usable_names(names), lists)
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, entity_ids=np.array(json.dumps(edges.entity_ids)), source=edges.source,
-                 target=edges.target, similarity=edges.similarity)
+                 target=edges.target, similarity=edges.similarity, digests=digests, k=np.array(lists.k),
+                 hit_indptr=lists.indptr, hit_rows=lists.rows, hit_scores=lists.scores)
     workspace.set_manifest_entry(SYNONYM_EDGES, {
-        "config": asdict(config), "inputs": fingerprint, "edges": int(edges.source.size),
+        "config": asdict(config), "inputs": fingerprint, "edges": int(edges.source.size), "update": plan,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=(path,))
     return True

@@ -122,12 +122,13 @@ def save_vector_artifact(
         with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
             np.save(handle, vectors)
 
-    def record(kind: str) -> None:
+    def record(kind: str, update: dict[str, object] | None = None) -> None:
         workspace.set_manifest_entry(key, {
             "config": {"index": kind, "space": "cosine", **config},
             "inputs": inputs,
             "count": len(ids),
             "dim": int(vectors.shape[1]) if len(ids) else 0,
+            **({"update": update} if update is not None else {}),
             "seconds": round(time.perf_counter() - started, 3),
         }, files=vector_files(workspace, file_stem))
 
@@ -149,7 +150,11 @@ def save_vector_artifact(
         with progress.task(f"building HNSW index ({key})"):
             index = HnswIndex.build(vectors, list(ids))
     index.save(hnsw_path)
-    record("hnsw")
+    update: dict[str, object] = (
+        {"mode": "update", **index.update_counts} if index.update_counts is not None
+        else {"mode": "full", "reason": "no whole previous index" if previous is None
+              else "too many rows changed, or the saved index unusable"})
+    record("hnsw", update)
 
 
 def build_text_vectors(
@@ -181,7 +186,9 @@ def index_given_vectors(
     workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], vectors: np.ndarray, inputs: str,
     model: str, progress: Progress,
 ) -> bool:
-    """Index vectors computed elsewhere (tree nodes); False when up to date."""
+    """Index vectors computed elsewhere (tree nodes, HyGRAG's structure-aware embeddings); False
+    when up to date. Updated in place like text vectors: rows that moved a little (a propagated
+    embedding near a change) keep their place in the graph with their new vector."""
     if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()

@@ -20,6 +20,10 @@ from unirag.errors import WorkspaceError
 from unirag.workspace import atomic_path, atomic_write_bytes
 
 TIE_MARGIN = 8  # rows fetched past k so that equal scores at the k-th place are ordered by id
+# A row whose vector moved by at most this much (1 - cosine) keeps its place in the graph and
+# gets the new vector: derived vectors (HyGRAG's propagated embeddings) shift slightly for
+# thousands of rows after a small change, and relinking them would cost a rebuild.
+RELINK_TOLERANCE = 1e-3
 
 
 def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
@@ -72,6 +76,7 @@ class HnswIndex:
         self.label_rows = label_rows
         self._label_ids = ids if label_rows is None else [ids[row] if row >= 0 else "" for row in label_rows]
         self.label = label  # the artifact's name, for messages
+        self.update_counts: dict[str, int] | None = None  # what an in-place update did (None: built whole)
 
     @classmethod
     def build(cls, vectors: np.ndarray, ids: list[str], m: int = 16, ef_construction: int = 200) -> HnswIndex:
@@ -94,12 +99,14 @@ class HnswIndex:
 
     @classmethod
     def updated(cls, path: Path, old_ids: list[str], old_vectors: np.ndarray, ids: list[str], vectors: np.ndarray,
-                max_deleted_share: float = 0.25) -> HnswIndex | None:
+                max_deleted_share: float = 0.25, relink_tolerance: float = RELINK_TOLERANCE) -> HnswIndex | None:
         """The index saved at ``path`` (over ``old_ids``/``old_vectors``) brought to ``ids``/``vectors``
-        in place: rows whose id and vector are unchanged keep their label, the others are marked
-        deleted and the new ones added. None when a whole build is the better choice: no usable
-        saved index, another dimension, or deleted labels would pass ``max_deleted_share``
-        (they still cost search time, so the index is compacted by rebuilding it then)."""
+        in place: rows whose id and vector are unchanged keep their label, rows whose vector moved
+        by at most ``relink_tolerance`` (cosine) keep their label and links with the new vector
+        written over the old, the others are marked deleted and the new ones added. None when a
+        whole build is the better choice: no usable saved index, another dimension, or deleted
+        labels would pass ``max_deleted_share`` (they still cost search time, so the index is
+        compacted by rebuilding it then). ``update_counts`` says what was done."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         try:
             old = cls.load(path)
@@ -111,28 +118,40 @@ class HnswIndex:
         new_rows = np.arange(len(ids))
         matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
         has = matched >= 0
+        before = np.asarray(old_vectors[matched[has]], dtype=np.float32)
         same = np.zeros(len(ids), dtype=bool)
-        same[has] = np.all(np.asarray(old_vectors[matched[has]], dtype=np.float32) == vectors[has], axis=1)
+        same[has] = np.all(before == vectors[has], axis=1)
+        moved = np.zeros(len(ids), dtype=bool)  # a nearby vector: the old links still fit it
+        moved[has] = ~same[has] & (1.0 - np.einsum("ij,ij->i", before, vectors[has]) <= relink_tolerance)
+        kept = same | moved
         old_labels = np.asarray(old.label_rows if old.label_rows is not None else range(len(old_ids)), dtype=np.int64)
         label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
         live = np.flatnonzero(old_labels >= 0)
         label_of_row[old_labels[live]] = live
-        keep_rows = matched[same]
+        keep_rows = matched[kept]
         dropped = np.setdiff1d(label_of_row, label_of_row[keep_rows])
-        added = new_rows[~same]
+        added = new_rows[~kept]
         total = len(old_labels) + len(added)
         if (np.count_nonzero(old_labels < 0) + len(dropped)) > max_deleted_share * total:
             return None
+        index = old._index
+        if moved.any():
+            index = _with_vectors(index, label_of_row[matched[moved]], vectors[moved])
+            if index is None:
+                return None
         labels = np.full(total, -1, dtype=np.int64)
-        labels[label_of_row[keep_rows]] = new_rows[same]
+        labels[label_of_row[keep_rows]] = new_rows[kept]
         fresh = np.arange(len(old_labels), total, dtype=np.int64)
         labels[fresh] = added
-        old._index.resize_index(max(1, total))
+        index.resize_index(max(1, total))
         for label in dropped.tolist():
-            old._index.mark_deleted(int(label))
+            index.mark_deleted(int(label))
         if len(added):
-            old._index.add_items(vectors[added], fresh, num_threads=1)  # one thread: the same graph every time
-        return cls(old._index, list(ids), old.dim, labels.tolist(), old.label)
+            index.add_items(vectors[added], fresh, num_threads=1)  # one thread: the same graph every time
+        updated = cls(index, list(ids), old.dim, labels.tolist(), old.label)
+        updated.update_counts = {"kept": int(np.count_nonzero(same)), "moved": int(np.count_nonzero(moved)),
+                                 "added": int(len(added)), "deleted": int(len(dropped))}
+        return updated
 
     def save(self, path: Path) -> None:
         with atomic_path(path) as tmp:
@@ -192,3 +211,31 @@ def search_plan(index: VectorIndex, query: np.ndarray, k: int) -> tuple[np.ndarr
 def ties_by_id(hits: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
     """The k best (id, score) hits, equal scores by id."""
     return sorted(hits, key=lambda hit: (-hit[1], hit[0]))[:k]
+
+
+def _with_vectors(index: Any, labels: np.ndarray, vectors: np.ndarray) -> Any | None:
+    """A copy of hnswlib ``index`` whose elements ``labels`` hold ``vectors``, links unchanged.
+
+    hnswlib has no call to replace a vector without relinking it, so this goes through its
+    pickled state (level-0 block: each element's links, then its vector); None when the state
+    is not the layout known here (another hnswlib), and the caller builds whole instead."""
+    import hnswlib
+
+    (state,) = index.__getstate__()
+    dim = int(state.get("dim", -1))
+    if state.get("ser_version") != 1 or state.get("space") != "ip" or dim != vectors.shape[1]:
+        return None
+    count, size, offset = state["cur_element_count"], state["size_data_per_element"], state["offset_data"]
+    if offset + 4 * dim > size or state["data_level0"].size < count * size:
+        return None
+    table = state["data_level0"].view(np.uint8)[: count * size].reshape(count, size)
+    external, internal = state["label_lookup_external"], state["label_lookup_internal"]
+    order = np.argsort(external)
+    at = np.searchsorted(external[order], labels)
+    if np.any(at >= len(order)) or np.any(external[order][np.minimum(at, len(order) - 1)] != labels):
+        return None
+    rows = internal[order[at]].astype(np.int64)
+    table[rows, offset:offset + 4 * dim] = np.ascontiguousarray(vectors, dtype=np.float32).view(np.uint8)
+    copy = hnswlib.Index.__new__(hnswlib.Index)
+    copy.__setstate__((state,))
+    return copy
