@@ -188,9 +188,9 @@ def _reduce(x: np.ndarray, config: LeanragConfig) -> np.ndarray:
         return x
     # UMAP's spectral initialisation needs n_components < n - 1; smaller layers use PCA.
     if config.reducer == "umap" and n > dims + 2:
-        import umap
+        from unirag.graph.jit_cache import cached_umap
 
-        reducer = umap.UMAP(n_neighbors=max(2, min(UMAP_NEIGHBORS, n - 1)), n_components=dims, metric="cosine",
+        reducer = cached_umap().UMAP(n_neighbors=max(2, min(UMAP_NEIGHBORS, n - 1)), n_components=dims, metric="cosine",
                             random_state=config.seed, n_jobs=1)
         return np.asarray(reducer.fit_transform(x), dtype=np.float64)
     from sklearn.decomposition import PCA
