@@ -290,12 +290,29 @@ def test_prompt_respects_token_budget_and_missing_vectors_are_embedded() -> None
     assert get_tokenizer().count(user) < 300 + 150  # budget plus the instructions
 
 
+def test_big_layers_are_clustered_block_by_block() -> None:
+    """Past gmm_block_size nodes a layer is split by k-means, then each block gets its own
+    reduction and mixture: clusters stay within a block, sizes near cluster_size, reruns equal;
+    a layer within one block is the single mixture it always was."""
+    vectors = grouped_vectors([12] * 30, dim=48)
+    config = LeanragConfig(cluster_size=6, gmm_block_size=90)
+    labels, components = cluster_layer(vectors, config)
+    assert labels.tolist() == cluster_layer(vectors, config)[0].tolist()
+    assert set(labels.tolist()) == set(range(labels.max() + 1)) and components >= len(vectors) // 6
+    assert 4 <= len(vectors) / (labels.max() + 1) <= 8
+    small = vectors[:80]
+    assert cluster_layer(small, config)[0].tolist() == \
+        cluster_layer(small, LeanragConfig(cluster_size=6, gmm_block_size=0))[0].tolist()
+
+
 def test_invalid_config_fails_early() -> None:
     with pytest.raises(ValueError):
         build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), LeanragConfig(cluster_size=1))
     with pytest.raises(ValueError):
         bad = LeanragConfig(reducer="tsne")  # type: ignore[arg-type]
         build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), bad)
+    with pytest.raises(ValueError):
+        LeanragConfig(cluster_size=20, gmm_block_size=30).validate()
 
 
 def test_an_attached_update_keeps_what_did_not_change() -> None:

@@ -141,6 +141,41 @@ def test_gmm_local_pass_keeps_clusters_inside_their_blob() -> None:
     assert clusters == sorted(set(clusters)) and all(list(c) == sorted(c) for c in clusters)
 
 
+def test_bic_patience_stops_the_sweep_without_changing_the_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three blobs: BIC is lowest at 3 and rises after, so patience 2 fits 5 mixtures, not 20."""
+    import sklearn.mixture
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(centre, 0.05, size=(20, 2)) for centre in (-3.0, 0.0, 3.0)])
+    fitted: list[int] = []
+    real = sklearn.mixture.GaussianMixture.fit
+
+    def counting_fit(self, data, y=None):  # type: ignore[no-untyped-def]
+        fitted.append(self.n_components)
+        return real(self, data, y)
+
+    monkeypatch.setattr(sklearn.mixture.GaussianMixture, "fit", counting_fit)
+    full = _gmm_soft(x, TreeConfig(max_clusters=20, bic_patience=0))
+    assert len(fitted) == 20
+    fitted.clear()
+    bounded = _gmm_soft(x, TreeConfig(max_clusters=20, bic_patience=2))
+    assert bounded == full and len(full) == 3 and fitted == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError):
+        TreeConfig(bic_patience=-1).validate()
+
+
+def test_cached_umap_turns_on_numbas_disk_cache() -> None:
+    from numba.core.caching import NullCache
+
+    from unirag.graph.jit_cache import cached_umap
+
+    umap = cached_umap()
+    from umap import layouts
+
+    assert hasattr(umap, "UMAP")
+    assert not isinstance(layouts._nb_optimize_layout_euclidean_single_epoch._cache, NullCache)
+
+
 @pytest.mark.slow
 def test_gmm_with_umap_is_pure_and_deterministic(request: pytest.FixtureRequest) -> None:
     if "slow" not in (request.config.option.markexpr or ""):

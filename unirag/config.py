@@ -181,6 +181,7 @@ class TreeSettings(_Section):
     threshold: float = Field(0.1, gt=0, lt=1)
     cluster_size: int = Field(8, ge=2)
     summary_max_tokens: int = Field(256, gt=0)
+    bic_patience: int = Field(10, ge=0)  # GMM: BIC sweep stops after this many k without improvement (0: all)
 
 
 class GraphSettings(_Section):

@@ -165,7 +165,7 @@ def build_tree_artifact(
     ts = settings.graph.tree.model_copy(update=preset or {})
     config = TreeConfig(
         method=ts.method, max_layers=ts.max_layers, min_layer_size=ts.min_layer_size, threshold=ts.threshold,
-        cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens,
+        cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens, bic_patience=ts.bic_patience,
     )
     vectors_entry = workspace.manifest_entry("chunk_vectors") or {}
     # Cluster summaries follow ``index.summarizer``: the chat model, or (without a chat

@@ -45,8 +45,10 @@ Decisions worth knowing (each one documented where it is implemented):
   tree; so does a layer where no cluster has two nodes. One or two leaves
   (below the default ``min_layer_size`` of 3) yield just the leaves.
 * ``reducer="pca"`` swaps UMAP for PCA (deterministic, no numba JIT). UMAP is
-  the default because RAPTOR uses it; its first call in a process compiles
-  numba kernels for ~20-30 s, which PCA avoids for tests and quick runs.
+  the default because RAPTOR uses it; its first call in a process compiled
+  numba kernels for ~11 CPU-s every time, because umap-learn does not ask
+  numba to cache them; :func:`unirag.graph.jit_cache.cached_umap` turns
+  numba's on-disk cache on for them, so only the first process ever pays.
 * **Small layers over-split with GMM.** BIC with full covariances rewards
   components of a handful of points in 10-d (their near-singular covariances
   have huge likelihoods), so on a few dozen nodes RAPTOR's GMM finds pure but
@@ -76,6 +78,7 @@ from typing import Any, Literal
 import numpy as np
 
 from unirag.graph.attach import AttachPolicy, LevelCarrier
+from unirag.graph.jit_cache import cached_umap
 from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
@@ -99,6 +102,7 @@ class TreeConfig:
     min_layer_size: int = 3  # a layer with fewer nodes is not clustered
     threshold: float = 0.1  # GMM soft-assignment probability
     max_clusters: int = 50  # GMM: BIC searches 1..min(max_clusters, n-1) components
+    bic_patience: int = 10  # GMM: ...and stops once this many k in a row did not improve BIC (0: never)
     cluster_size: int = 8  # kmeans: k = ceil(n / cluster_size)
     reduction_dim: int = 10
     max_cluster_tokens: int = 3500
@@ -119,6 +123,8 @@ class TreeConfig:
                      "max_cluster_tokens", "summary_max_words", "summary_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"tree {name} must be at least 1, not {getattr(self, name)}")
+        if self.bic_patience < 0:
+            raise ValueError(f"tree bic_patience must be 0 (sweep every k) or more, not {self.bic_patience}")
 
 
 @dataclass
@@ -184,8 +190,7 @@ def _reduce(x: np.ndarray, n_neighbors: int, n_components: int, config: TreeConf
         from sklearn.decomposition import PCA
 
         return PCA(n_components=n_components, svd_solver="full").fit_transform(x)
-    import umap
-
+    umap = cached_umap()
     reducer = umap.UMAP(
         n_neighbors=max(2, min(n_neighbors, len(x) - 1)),
         n_components=n_components,
@@ -202,16 +207,28 @@ def _gmm_soft(x: np.ndarray, config: TreeConfig) -> list[list[int]]:
     RAPTOR drops a node whose posteriors are all below the threshold (possible
     once there are more than 1/threshold components); we keep every node in
     its most likely component so that no node silently loses its parent.
+
+    The sweep stops after ``bic_patience`` sizes in a row without a better BIC
+    (RAPTOR sweeps every k up to ``max_clusters``). On real chunk embeddings
+    BIC falls to its minimum at a few to twenty components and then rises
+    with every k (the penalty grows by a whole covariance per component):
+    on 1,000 MuSiQue chunks no sweep's choice changed at patience 3 to 10,
+    while the sweep fitted 55 % fewer mixtures at 10, the larger ones. The
+    RAPTOR tree's shape before and after is in the README.
     """
     from sklearn.mixture import GaussianMixture
 
     n = len(x)
-    best, best_bic = None, math.inf
+    best, best_bic, since_best = None, math.inf, 0
     for k in range(1, max(1, min(config.max_clusters, n - 1)) + 1):
         model = GaussianMixture(n_components=k, random_state=config.seed).fit(x)
         bic = model.bic(x)
         if bic < best_bic:  # strict: ties keep the smaller k
-            best, best_bic = model, bic
+            best, best_bic, since_best = model, bic, 0
+            continue
+        since_best += 1
+        if config.bic_patience and since_best >= config.bic_patience:
+            break
     assert best is not None
     probs = best.predict_proba(x)
     member = probs > config.threshold

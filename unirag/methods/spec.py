@@ -219,6 +219,11 @@ def resolve_method(name_or_path: str) -> MethodSpec:
             raise MethodError(f"method spec file {path} does not exist")
         return parse_spec(path)
     wanted = name_or_path.lower()
+    named = SPEC_DIR / f"{wanted}.yaml"
+    if named.is_file():  # a shipped method is its own file: a cold query parses one spec, not all of them
+        spec = parse_spec(named)
+        if spec.name.lower() == wanted:
+            return spec
     for spec in builtin_methods().values():
         if wanted == spec.name.lower() or wanted in (a.lower() for a in spec.aliases):
             return spec

@@ -54,6 +54,8 @@ def check_question(question: str, settings: Settings) -> str:
     if not isinstance(question, str) or not question.strip():
         raise QuestionError("the question is empty: ask something")
     limit = settings.retrieval.max_question_tokens
+    if len(question.encode("utf-8", "surrogatepass")) <= limit:
+        return question  # a BPE token is at least one byte: no need to load the tokenizer (~0.3 s cold)
     tokens = get_tokenizer(settings.chunking.encoding).count(question)
     if tokens > limit:
         raise QuestionError(f"the question is {tokens} tokens long, more than retrieval.max_question_tokens "

@@ -1,0 +1,80 @@
+"""Cold `unirag query` per method: a new process per question, as a command-line user pays it.
+
+Every method whose retrieval asks no chat model (the agents of ToG, DALK and KGP do; they
+are left out) runs ``unirag query QUESTION -w WS -m METHOD --retrieve-only`` with the
+zero-LLM question path (``retrieval.question_path: nlp``), once to build anything missing
+and warm the OS file cache, then ``--runs`` times with a new question each time (so the
+embedding cache does not answer). Reported per method: the best wall seconds, and the
+process's CPU seconds (user + system) of that run, which a machine shared with other jobs
+disturbs far less than wall time.
+
+    .venv/bin/python bench/cold_query.py -w WORKSPACE [--methods a,b] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT_METHODS = {"tog", "dalk", "kgp"}  # their retrieval calls the chat model
+QUESTIONS = ["Who was the father of the director of the film?", "When did the composer of the opera die?",
+             "Which country is the author of the novel from?", "Where was the founder of the company born?",
+             "What is the nationality of the performer of the song?"]
+
+
+def local_methods() -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from unirag.methods.spec import builtin_methods
+
+    return sorted(name for name in builtin_methods() if name not in AGENT_METHODS)
+
+
+def one_query(workspace: Path, method: str, question: str, code: Path = ROOT) -> dict[str, float]:
+    env = {**os.environ, "UNIRAG_RETRIEVAL_QUESTION_PATH": "nlp", "PYTHONPATH": str(code)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "unirag", "query", question, "-w", str(workspace), "-m", method,
+                           "--retrieve-only"], capture_output=True, text=True, env=env, cwd=code)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{method}: {done.stderr.strip().splitlines()[-1:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-w", "--workspace", type=Path, required=True)
+    parser.add_argument("--methods", help="comma-separated (default: every method without a retrieval agent)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--code", type=Path, default=ROOT, help="the unirag checkout to run (another commit: before)")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "out" / "cold_query.json")
+    args = parser.parse_args()
+    methods = args.methods.split(",") if args.methods else local_methods()
+    figures: dict[str, Any] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "workspace": str(args.workspace),
+                               "code": str(args.code),
+                               "load_average": os.getloadavg()[0], "methods": {}}
+    print("| method | best wall s | CPU s of that run |\n|---|---:|---:|")
+    for method in methods:
+        one_query(args.workspace, method, "warm-up: who wrote it?", args.code)
+        nonce = time.time_ns()  # a question never asked before: its embedding is computed
+        runs = [one_query(args.workspace, method, f"{QUESTIONS[i % len(QUESTIONS)]} ({nonce + i})", args.code)
+                for i in range(args.runs)]
+        best = min(runs, key=lambda run: run["wall_s"])
+        figures["methods"][method] = {"best": best, "runs": runs}
+        print(f"| {method} | {best['wall_s']:.2f} | {best['cpu_s']:.2f} |", flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
