@@ -134,6 +134,17 @@ def _point_at(root: Path, base_url: str) -> None:
                         encoding="utf-8")
 
 
+def _forget_chat_replies(root: Path) -> None:
+    """Empty the workspace's cached chat replies (embeddings stay): a measured step then pays
+    for every summary it asks, even one a warm-up asked before."""
+    import sqlite3
+
+    db = sqlite3.connect(root / "cache" / "llm.sqlite")
+    with db:
+        db.execute("DELETE FROM chat")
+    db.close()
+
+
 def _members(workspace: Any) -> dict[str, set[frozenset[str]]]:
     from unirag.index.community_store import CommunityStore
 
@@ -154,6 +165,10 @@ def main() -> None:
     parser.add_argument("--snapshot", type=Path,
                         help="with --no-full: keep the base build (workspace and its row) in this directory, "
                              "or start from it when it is there, to measure insert and delete again")
+    parser.add_argument("--warm-up", action="store_true",
+                        help="with --snapshot: insert and delete once before measuring (so files a newer "
+                             "version of the code keeps for updates exist), then forget the chat replies "
+                             "of the model cache, so the measured insert asks every call it needs")
     args = parser.parse_args()
 
     from unirag.config import load_settings
@@ -204,6 +219,14 @@ def main() -> None:
 
             shutil.copytree(root / "grow", snapshot / "grow")
             (snapshot / "base_row.json").write_text(json.dumps(rows[-1]), encoding="utf-8")
+    if args.warm_up:
+        _measure(f"warm-up insert {n_new} passages", lambda: index("grow", [new]))
+        ws = Workspace.open(root / "grow")
+        settings = load_settings(ws.root)
+        _measure(f"warm-up delete {n_new} passages",
+                 lambda: run_delete(ws, [str(new)], settings, build_stack(settings, ws.cache()), Progress()))
+        ws.close()
+        _forget_chat_replies(root / "grow")
     ws = Workspace.open(root / "grow")
     before = _members(ws)
     ws.close()
