@@ -168,3 +168,19 @@ def test_results_in_item_order_as_soon_as_those_before_are_in() -> None:
     assert seen == ["arrived 2", "arrived 0", "stored 0", "arrived 1", "stored 10", "stored 20",
                     "arrived 4", "arrived 3", "stored 30", "stored 40"]
     assert list(LocalExecutor().map(len, ["a", "bb"])) == [(0, 1), (1, 2)]
+
+
+def test_ray_results_go_to_the_shared_postgresql_store(ray_instance: Any, one_thread_hnsw: None, tmp_path: Path,
+                                                       postgres_store: str) -> None:
+    """Workers compute, the driver writes: a Ray build into a PostgreSQL store holds what a local
+    build into SQLite holds."""
+    corpus = small_corpus(tmp_path)
+    options = {"graph__extractor": "nlp", "index__summarizer": "llm"}
+    local = index(tmp_path / "local", corpus, "local", tmp_path / "local.log", **options)
+    root = tmp_path / "ray-pg"
+    root.mkdir()
+    (root / "unirag.yaml").write_text(f"store: {postgres_store}\n", encoding="utf-8")
+    remote = index(root, corpus, "ray", tmp_path / "ray.log", store=postgres_store, **options)
+    assert remote.location.is_postgres and not (root / "store.sqlite").exists()
+    assert built(remote) == built(local)
+    assert calls(tmp_path / "ray.log") == calls(tmp_path / "local.log")
