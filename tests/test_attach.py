@@ -157,3 +157,47 @@ def test_a_new_row_linked_only_to_new_rows_follows_them_and_a_loose_unit_stays_o
     new = [(6, 7), (7, 8), (6, 8), (6, 0)]
     assert attach_targets(np.array([6, 7, 8]), groups, np.zeros((9, 1), np.float32),
                           _adjacency(9, edges + new), policy).tolist() == [-1, -1, -1]
+
+
+def _community(cid: str, children: list[str], entities: list[str], payload: dict | None = None):
+    from unirag.index.hierarchy import Community
+
+    return Community(cid, "h", 2, children, entities, summary=f"summary of {cid}", payload=dict(payload or {}))
+
+
+def test_an_upper_community_whose_child_changed_keeps_its_summary_within_the_drift_share() -> None:
+    """Level 2: P had children a, b (10 entities). Child a gained an entity and was renamed a2:
+    P's members are the same communities, 1 of 11 entities beneath differs (0.09 <= 0.1): P keeps
+    its summary and records the 10 it was written from; with a share of 0.05 it is re-asked."""
+    from unirag.graph.attach import AttachPolicy, LevelCarrier, PreviousNode
+
+    base = [f"e{i}" for i in range(10)]
+    parent = _community("P", ["a", "b"], base)
+    for share, kept in ((0.1, True), (0.05, False)):
+        carrier = LevelCarrier({2: [PreviousNode("P", ("a", "b"), "", parent)]}, set(), share)
+        carrier.renamed = {"a": "a2", "b": "b"}
+        entities = [base[:5] + ["e10"], base[5:]]  # rows: a2, b
+        grouping = carrier.grouping(2, ["a2", "b"], np.eye(2, dtype=np.float32), AttachPolicy(), entities=entities)
+        assert grouping is not None and grouping.unchanged == [kept]
+        records = [_community("P2", ["a2", "b"], base + ["e10"])]
+        carrier.annotate(2, records)
+        assert records[0].payload.get("written_from") == (base if kept else None)
+
+
+def test_drift_is_measured_against_what_the_summary_was_written_from() -> None:
+    """A parent kept once with written_from = 10 entities; a second change adds another: 2 of 12
+    differ (0.17 > 0.1), so it is re-asked although each step alone was within the share."""
+    from unirag.graph.attach import AttachPolicy, LevelCarrier, PreviousNode
+
+    base = [f"e{i}" for i in range(10)]
+    parent = _community("P2", ["a2", "b"], base + ["e10"], {"written_from": base})
+    carrier = LevelCarrier({2: [PreviousNode("P2", ("a2", "b"), "", parent)]}, set(), 0.1)
+    carrier.renamed = {"a2": "a3", "b": "b"}
+    entities = [base[:5] + ["e10", "e11"], base[5:]]
+    grouping = carrier.grouping(2, ["a3", "b"], np.eye(2, dtype=np.float32), AttachPolicy(), entities=entities)
+    assert grouping is not None and grouping.unchanged == [False]
+    # without entities (HyGRAG: every change propagates up, Eq. 30) nothing is kept on drift
+    carrier = LevelCarrier({2: [PreviousNode("P2", ("a2", "b"), "", parent)]}, set(), 0.1)
+    carrier.renamed = {"a2": "a3", "b": "b"}
+    grouping = carrier.grouping(2, ["a3", "b"], np.eye(2, dtype=np.float32), AttachPolicy())
+    assert grouping is not None and grouping.unchanged == [False]

@@ -243,6 +243,12 @@ class IndexSettings(_Section):
         description="with update: attach, cluster afresh once the leaves added or removed since the last full "
         "build exceed this share of it",
     )
+    resummarize_share: float = Field(
+        0.1, ge=0, le=1,
+        description="with update: attach, an upper-level community whose members are the same communities "
+        "(some of them changed) keeps its summary while at most this share of the entities beneath it "
+        "differ from those its summary was written from (ArchRAG, LeanRAG); 0: re-summarise it",
+    )
     graphrag: dict[str, Any] = Field(default_factory=dict, description="hierarchical Leiden + reports")
     archrag: dict[str, Any] = Field(default_factory=dict, description="attributed communities")
     chnsw: dict[str, Any] = Field(default_factory=dict, description="ArchRAG's C-HNSW (m, ef_construction)")

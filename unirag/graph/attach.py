@@ -85,6 +85,9 @@ class Grouping:
     # True where the group has exactly the members of the community it continues (none gone,
     # none attached, not split): such a community keeps its summary (see LevelCarrier.kept).
     unchanged: list[bool] = field(default_factory=list)
+    # True where the group continues a community with the same members, some of which are
+    # themselves communities that changed (renamed): kept within a drift share, see LevelCarrier.
+    continued: list[bool] = field(default_factory=list)
 
 
 def labels_of(groups: Groups, n: int) -> np.ndarray:
@@ -292,6 +295,7 @@ def carry_groups(
     groups: Groups = []
     origin: list[int | None] = []
     whole: list[bool] = []
+    same_members: list[bool] = []
     detached = 0
     for index, children in enumerate(previous):
         rows = [row[c] for c in children if c in row]
@@ -299,7 +303,8 @@ def carry_groups(
         if rows:
             groups.append(np.array(sorted(set(rows)), dtype=np.int64))
             origin.append(index)
-            whole.append(len(rows) == len(children) and not any(c in changed for c in children))
+            same_members.append(len(rows) == len(children))
+            whole.append(same_members[-1] and not any(c in changed for c in children))
     grouped = np.zeros(n, dtype=bool)
     for g in groups:
         grouped[g] = True
@@ -311,7 +316,7 @@ def carry_groups(
     target = attach_targets(new_rows, groups, vectors, adjacency, policy, group_vectors)
     for g in np.unique(target[target >= 0]).tolist():
         groups[g] = np.sort(np.concatenate([groups[g], new_rows[target == g]]))
-        whole[g] = False
+        whole[g] = same_members[g] = False
     stats = {"detached": detached, "attached": int((target >= 0).sum()), "new_members": len(new_rows)}
     if group_new is None:
         group_new = (components_group_new(adjacency, vectors, policy.max_size)
@@ -321,25 +326,29 @@ def carry_groups(
     groups.extend(fresh)
     origin.extend([None] * len(fresh))
     whole.extend([False] * len(fresh))
+    same_members.extend([False] * len(fresh))
     out: Groups = []
     out_origin: list[int | None] = []
     out_whole: list[bool] = []
+    out_same: list[bool] = []
     splits = dissolved = 0
-    for g, o, w in zip(groups, origin, whole):
+    for g, o, w, m in zip(groups, origin, whole, same_members):
         if policy.too_big(g):
             parts = policy.split(g, vectors)
             splits += 1
             out.extend(parts)
             out_origin.extend([o] + [None] * (len(parts) - 1))
             out_whole.extend([False] * len(parts))
+            out_same.extend([False] * len(parts))
         elif len(g) < policy.min_size:
             dissolved += 1
         else:
             out.append(g)
             out_origin.append(o)
             out_whole.append(w)
+            out_same.append(m)
     stats.update(splits=splits, dissolved=dissolved, unchanged=sum(out_whole))
-    return Grouping(out, out_origin, stats, out_whole)
+    return Grouping(out, out_origin, stats, out_whole, out_same)
 
 
 @dataclass(frozen=True)
@@ -363,12 +372,17 @@ class LevelCarrier:
     with :meth:`built`, so that the next level follows renamed children.
     """
 
-    def __init__(self, previous: dict[int, list[PreviousNode]], known_leaves: set[str]) -> None:
+    def __init__(self, previous: dict[int, list[PreviousNode]], known_leaves: set[str],
+                 resummarize_share: float = 0.0) -> None:
         self.previous = previous
         self.known = set(known_leaves)
         self.renamed: dict[str, str] = {}
         self.stats: dict[str, int] = {}
+        self.resummarize_share = resummarize_share
         self._last: tuple[int, Grouping] | None = None
+        # per group of the last grouping kept within the drift share: the entities its summary
+        # was written from (carried into the new record's payload as ``written_from``)
+        self._written: dict[int, list[str]] = {}
 
     def nodes(self, level: int) -> list[PreviousNode]:
         """The previous build's records of ``level`` (empty when it had none)."""
@@ -377,13 +391,19 @@ class LevelCarrier:
     def grouping(
         self, level: int, layer_ids: Sequence[str], vectors: np.ndarray, policy: AttachPolicy,
         adjacency: Any | None = None, group_new: GroupNew | None = None,
-        group_vectors: np.ndarray | None = None,
+        group_vectors: np.ndarray | None = None, entities: Sequence[Sequence[str]] | None = None,
     ) -> Grouping | None:
         """This level's groups over ``layer_ids`` rows, or None to cluster afresh.
 
         ``group_vectors``: one row per previous record of this level (see
-        :func:`carry_groups`)."""
+        :func:`carry_groups`). ``entities`` (the entities beneath each row), given
+        by hierarchies whose upper summaries may drift (ArchRAG, LeanRAG; not
+        HyGRAG, whose paper propagates every change up, Eq. 30): a group with the
+        same member communities as before, some of them changed, keeps its
+        summary while at most ``resummarize_share`` of the entities beneath it
+        differ from those that summary was written from."""
         old = self.nodes(level)
+        self._written = {}
         if not old:
             self._last = None
             return None
@@ -391,10 +411,34 @@ class LevelCarrier:
         changed = {new for before, new in self.renamed.items() if new != before}
         result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, policy, group_new, group_vectors,
                               changed)
+        if entities is not None and self.resummarize_share > 0:
+            self._keep_within_drift(result, old, entities)
         for key, value in result.stats.items():
             self.stats[key] = self.stats.get(key, 0) + value
         self._last = (level, result)
         return result
+
+    def _keep_within_drift(self, grouping: Grouping, old: list[PreviousNode],
+                           entities: Sequence[Sequence[str]]) -> None:
+        kept = 0
+        for g, (group, origin) in enumerate(zip(grouping.groups, grouping.origin)):
+            if origin is None or grouping.unchanged[g] or not grouping.continued[g]:
+                continue
+            record = old[origin].record
+            payload = getattr(record, "payload", None) or {}
+            written = set(payload.get("written_from") or getattr(record, "entities", ()))
+            now = {e for row in group.tolist() for e in entities[row]}
+            union = len(now | written)
+            if union and 1.0 - len(now & written) / union <= self.resummarize_share:
+                grouping.unchanged[g] = True
+                self._written[g] = sorted(written)
+                kept += 1
+        grouping.stats["kept_within_drift"] = kept
+
+    def written_from(self, level: int) -> dict[int, list[str]]:
+        """Groups of the last :meth:`grouping` of ``level`` kept within the drift share, and the
+        entities their summaries were written from (what the next update measures drift against)."""
+        return dict(self._written) if self._last is not None and self._last[0] == level else {}
 
     def kept(self, level: int) -> list[Any]:
         """Per group of the last :meth:`grouping` of ``level``: the previous record it continues
@@ -404,6 +448,19 @@ class LevelCarrier:
         old, grouping = self.nodes(level), self._last[1]
         return [old[o].record if o is not None and same else None
                 for o, same in zip(grouping.origin, grouping.unchanged)]
+
+    def annotate(self, level: int, records: Sequence[Any]) -> None:
+        """Give each record of ``level`` that keeps an earlier summary the entities that summary
+        was written from (``payload["written_from"]``), so drift is measured against the text,
+        never against the last update."""
+        written = self.written_from(level)
+        for index, (record, old) in enumerate(zip(records, self.kept(level))):
+            payload = getattr(record, "payload", None)
+            if payload is None or old is None:
+                continue
+            basis = written.get(index) or (getattr(old, "payload", None) or {}).get("written_from")
+            if basis:
+                payload["written_from"] = basis
 
     def built(self, level: int, ids: Sequence[str]) -> None:
         """The ids the builder gave this level's records, in the order of its groups."""

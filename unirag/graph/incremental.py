@@ -99,7 +99,8 @@ def plan_update(
     nodes = previous()
     if not nodes:
         return UpdatePlan(None, "the last build has no records", len(leaves), 0)
-    return UpdatePlan(LevelCarrier(nodes, old), "attached to the last build", base, changed)
+    return UpdatePlan(LevelCarrier(nodes, old, settings.index.resummarize_share), "attached to the last build", base,
+                      changed)
 
 
 def record_leaves(workspace: Workspace, name: str, leaves: Sequence[str]) -> Path:

@@ -395,6 +395,7 @@ def build_levels(algorithm: LayeredAlgorithm[L, C, R], layer: L, models: BuildMo
                                   algorithm.embed_batch)
         built = algorithm.records(layer, clustering, summaries, vectors, level, below)
         if algorithm.carrier is not None:
+            algorithm.carrier.annotate(level, built)
             algorithm.carrier.built(level, [record.id for record in built])  # type: ignore[attr-defined]
         upper, level_links = algorithm.next_layer(layer, clustering, built, vectors, level)
         level_stats.communities, level_stats.links = len(built), len(level_links)

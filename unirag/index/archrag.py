@@ -787,7 +787,7 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
                                                           np.concatenate([edges[:, 1], edges[:, 0]]))),
                                shape=(n, n)).tocsr()
         policy = AttachPolicy(by_neighbours=True, min_size=2, max_size=self.config.max_community_size)
-        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, adjacency)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, adjacency, entities=layer.entities)
         return None if grouping is None else grouping.groups
 
     def asks(self, layer: _ArchragLayer, clustering: _ArchragClustering, level: int) -> list[Ask]:

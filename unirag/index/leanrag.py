@@ -475,7 +475,7 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         if self.carrier is None:
             return None
         policy = AttachPolicy(max_size=2 * self.config.cluster_size)
-        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, entities=layer.entities)
         return None if grouping is None else grouping.groups
 
     def asks(self, layer: Layer, clustering: _LeanragClustering, level: int) -> list[Ask]:
