@@ -8,10 +8,10 @@ computed. It calls what ``unirag index`` calls (``api.plan_index``, then
 ``pipeline.run_index``), with ``on_stage`` marking where each step starts.
 
 Per stage: wall seconds, CPU seconds (this process and its reaped child
-processes, e.g. spaCy's workers), peak RSS of this process and of the process
-tree (this process plus live children: spaCy workers are forked, so their
-shared pages count twice; an upper bound) sampled every ``--interval``
-seconds, and what the usage ledger says was embedded. Then the whole run's
+processes, e.g. spaCy's workers), peak RSS of this process and peak memory of
+the process tree while it has children (the sum of proportional set sizes: a
+forked spaCy worker's pages shared with this process count once) sampled every
+``--interval`` seconds, and what the usage ledger says was embedded. Then the whole run's
 wall time and peak RSS (``ru_maxrss``). Markdown to stdout, JSON to
 ``bench/out/offline_pipeline_<N>.json``.
 
@@ -51,6 +51,19 @@ def rss_bytes(pid: int | str = "self") -> int:
             return int(handle.read().split()[1]) * PAGE
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def pss_bytes(pid: int | str = "self") -> int:
+    """Proportional set size of one process: shared pages (a forked worker's inherited
+    ones) divided among the processes sharing them, so a tree's sum counts each once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def child_pids() -> list[int]:
@@ -123,7 +136,8 @@ class StageMeter:
 
     def _sample(self) -> None:
         own = rss_bytes()
-        tree = own + sum(rss_bytes(pid) for pid in child_pids())
+        children = child_pids()
+        tree = pss_bytes() + sum(pss_bytes(pid) for pid in children) if children else own
         with self._lock:
             if self.stages and not self.stages[-1].wall:
                 stage = self.stages[-1]
@@ -184,7 +198,7 @@ def main() -> None:
     }
     print(f"**offline_pipeline** {figures['date']} | {figures['machine']} | {chunks:,} chunks | nlp extractor, "
           f"extractive summaries | load average {figures['load_average_start'][0]} -> {figures['load_average_end'][0]}\n")
-    print("| stage | wall s | CPU s | peak RSS MiB | peak RSS with workers MiB |\n|---|---:|---:|---:|---:|")
+    print("| stage | wall s | CPU s | peak RSS MiB | peak with workers (PSS) MiB |\n|---|---:|---:|---:|---:|")
     for row in figures["stages"]:
         print(f"| {row['stage']} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['peak_rss_mib']:.0f} | "
               f"{row['peak_tree_rss_mib']:.0f} |")
