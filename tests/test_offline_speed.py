@@ -74,8 +74,9 @@ def test_nlp_processes_setting_reaches_the_extractor(tmp_path: Path) -> None:
     assert extractor.name == NlpExtractor().name
 
 
-def test_nlp_processes_default_is_one_per_core_up_to_two() -> None:
-    assert 1 <= make_settings(None).graph.resolved_nlp_processes() <= 2
+def test_nlp_processes_default_is_one_and_zero_means_one_per_core_up_to_two() -> None:
+    assert make_settings(None).graph.resolved_nlp_processes() == 1
+    assert 1 <= make_settings(None, graph__nlp_processes=0).graph.resolved_nlp_processes() <= 2
 
 
 def test_run_index_names_each_stage_as_it_starts(tmp_path: Path) -> None:
