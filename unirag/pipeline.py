@@ -76,6 +76,7 @@ def run_index(
     documents: Iterable[Document] | None = None,
     sync: bool = False,
     estimate: CostEstimate | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> IndexReport:
     """Add the sources to the workspace and bring the chunk artifacts, the
     requested graphs (default: ``graph.graphs``) and ``artifacts`` (names or
@@ -87,6 +88,7 @@ def run_index(
     files replace their old documents; ``sync`` deletes those of files gone from the
     given directories. Every artifact built before is refreshed too. ``estimate`` (from
     :func:`estimate_index`, shown before the run) is stored with the run's actual usage.
+    ``on_stage`` is told ``"ingest"``, then each artifact's name, as its step starts.
     """
     progress = progress or Progress()
     ledger = workspace.usage_ledger("index")
@@ -98,6 +100,8 @@ def run_index(
     with workspace.writing():
         try:
             tick = time.perf_counter()
+            if on_stage is not None:
+                on_stage("ingest")
             if sources or rebuild or documents is not None:
                 report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild, documents, sync)
             else:  # build on the corpus already stored
@@ -105,7 +109,8 @@ def run_index(
                 if not workspace.chunk_ids():
                     raise SourceError(f"{workspace.root} has no corpus yet: give the files or directories to index")
             timings["build.chunks"] = time.perf_counter() - tick
-            ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
+            ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt,
+                               on_stage=on_stage)
             if workspace.chunk_ids():
                 ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts))
             else:  # --sync removed every document

@@ -282,17 +282,20 @@ class NlpExtractor:
     def extract(self, chunks: Sequence[Chunk]) -> Iterator[ChunkExtraction]:
         """One extraction per chunk, in order; spaCy reads them in batches of ``batch_size``.
 
-        spaCy dominates the run time (~3k tokens/s on one core of a small
-        cloud VM). ``n_process > 1`` parses in that many worker processes
-        (spaCy's multiprocessing: same results, forked workers); the
-        co-occurrence pass stays in this process.
+        spaCy's parse is ~95% of the run time (~3k tokens/s on one core of a
+        small cloud VM). ``n_process > 1`` parses in that many worker processes
+        (spaCy's multiprocessing: forked workers, identical extractions, the
+        pre-set title sentence breaks travel with each serialised Doc); the
+        co-occurrence pass stays in this process. Fewer chunks than one batch
+        per worker are parsed here: starting workers would cost more than it saves.
         """
         if not chunks:
             return
         nlp = self._load()
         self._pos = _PosIds.from_spacy()
         prepared = (self._prepare(nlp, chunk) for chunk in chunks)
-        docs = nlp.pipe(prepared, batch_size=self.batch_size, n_process=self.n_process)
+        processes = self.n_process if len(chunks) >= self.batch_size * self.n_process else 1
+        docs = nlp.pipe(prepared, batch_size=self.batch_size, n_process=processes)
         for chunk, doc in zip(chunks, docs, strict=True):
             yield self._extract_doc(chunk, doc, nlp)
 

@@ -47,7 +47,7 @@ def make_extractor(settings: Settings, models: Models, prompts: PromptLibrary | 
     if kind == "nlp":
         from unirag.graph.extract_nlp import NlpExtractor
 
-        return NlpExtractor()
+        return NlpExtractor(batch_size=settings.graph.nlp_batch_size, n_process=settings.graph.resolved_nlp_processes())
     from unirag.graph.extract_llm import LlmExtractor
 
     return LlmExtractor(models.chat, settings.graph, settings.chat.temperature, prompts)

@@ -71,6 +71,8 @@ class BuildContext:
     progress: Progress
     timings: dict[str, float] = field(default_factory=dict)
     rebuilt: list[str] = field(default_factory=list)
+    #: Told each artifact's name as its step starts (a benchmark's per-stage CPU and memory).
+    on_stage: Callable[[str], None] | None = None
     _store: Any = None
 
     @property
@@ -638,6 +640,8 @@ def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
     """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
     registry = artifact_registry()
     for name in build_order(names):
+        if ctx.on_stage is not None:
+            ctx.on_stage(name)
         tick = time.perf_counter()
         if registry[name].build(ctx):
             ctx.rebuilt.append(name)

@@ -58,9 +58,14 @@ def embed_in_length_order(
     faster on the embedded model); rows come back in the input order.
 
     ``parallel`` batches are in flight at once (:func:`unirag.executors.model_call_parallelism`:
-    more than one only when the batches run on a cluster; the embedded model uses its own threads)."""
+    more than one only when the batches run on a cluster; the embedded model uses its own threads).
+    Each distinct text is embedded once (two entities without a description
+    share their name's text), whatever the cache holds or whether there is one."""
+    first_row: dict[str, int] = {}
+    distinct = [first_row.setdefault(text, i) == i for i, text in enumerate(texts)]
+    rows_to_embed = [i for i, new in enumerate(distinct) if new]
     lengths = lengths if lengths is not None else [len(text) for text in texts]
-    order = sorted(range(len(texts)), key=lambda i: lengths[i])
+    order = sorted(rows_to_embed, key=lambda i: lengths[i])
     batches = [order[offset : offset + batch_size] for offset in range(0, len(order), batch_size)]
     vectors = np.zeros((len(texts), 0), dtype=np.float32)
 
@@ -73,6 +78,10 @@ def embed_in_length_order(
                 vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
             advance(len(rows))
+        if len(rows_to_embed) < len(texts):
+            copies = [i for i, new in enumerate(distinct) if not new]
+            vectors[copies] = vectors[[first_row[texts[i]] for i in copies]]
+            advance(len(copies))
     if not texts:
         return np.zeros((0, 1), dtype=np.float32)
     return normalise_rows(vectors)

