@@ -44,15 +44,7 @@ from typing import Any
 from living_corpus import CORPUS, ROOT, start_stand_in, stand_in_settings
 from scaling_corpus import build_corpus
 
-GRAPHS = ["kg", "pg", "hybrid", "tree"]
 SAMPLE_SECONDS = 0.1
-#: store.sqlite tables by the stage that writes them (the rest: the workspace's own bookkeeping).
-TABLE_STAGES = {
-    "documents": "ingest", "document_sources": "ingest", "chunks": "ingest",
-    "extractions": "extraction", "entities": "graph", "relationships": "graph", "claims": "graph",
-    "chunk_links": "chunk_links", "tree_nodes": "tree", "communities": "communities",
-    "community_links": "communities",
-}
 
 
 def _cpu_seconds() -> float:
@@ -229,11 +221,13 @@ def main() -> None:
         out_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
 
     def run(label: str, **kwargs: Any) -> None:
+        result["running"] = label  # left in the file when the run is stopped during this call
         started, cpu, wall = time.perf_counter(), _cpu_seconds(), time.perf_counter()
         report = run_index(workspace, settings=settings, stack=stack, progress=Progress(), graphs=[], **kwargs)
         merge = workspace.manifest_entry("graph") if "graph" in report.rebuilt else None
         rows = _stage_rows(sampler, started, report, merge.get("seconds") if merge else None)
         result["rows"].extend(rows)
+        del result["running"]
         result.setdefault("calls", []).append({"call": label, "cpu_s": round(_cpu_seconds() - cpu, 2),
                                                "wall_s": round(time.perf_counter() - wall, 2)})
         save()
@@ -254,6 +248,8 @@ def main() -> None:
         manifest = workspace.manifest()
         workspace.close()
         server.terminate()
+        if "running" in result:
+            result["stopped_during"] = result.pop("running")
         result["load_average_end"] = os.getloadavg()
         result["graph_counts"] = _graph_counts(manifest)
         result["storage"] = _storage(root / "ws", manifest)
