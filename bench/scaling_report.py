@@ -113,8 +113,8 @@ def projection_table(results: list[dict[str, Any]], twowiki_tokens: int) -> list
         used = sorted(n for n, row in by_size.items() if row["cpu_s"] > 0)[-2:]
         label = " → ".join(f"{passages[n]:,}" for n in used) or "—"
         if fit is None or by_size[max(by_size)]["cpu_s"] < MIN_FIT_CPU_S:
-            lines.append(f"| {stage} | {label} | — |" + " < 1 s at the largest size, not fitted |"
-                         + " |" * len(targets))
+            why = "one size only" if fit is None else "< 1 s at the largest size"
+            lines.append(f"| {stage} | {label} | — | {why}, not fitted |" + " |" * len(targets))
             continue
         a, b = fit
         cpu = [_human_seconds(a * n**b) for n in targets]
@@ -130,6 +130,11 @@ def _storage_parts(result: dict[str, Any]) -> dict[str, int]:
     for name, size in storage.get("store_tables", {}).items():
         if TABLE_STAGES.get(name) in finished:
             parts[f"store.sqlite: {name}"] = size
+    if "stopped_during" not in result:  # totals only of a run that finished what it was asked
+        for key, label in (("workspace_bytes", "**workspace total**"), ("store_bytes", "**store.sqlite total**"),
+                           ("cache_bytes", "**model cache (replies + vectors)**")):
+            if key in storage:
+                parts[label] = storage[key]
     return parts
 
 
