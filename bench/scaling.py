@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from living_corpus import CORPUS, ROOT, start_stand_in, stand_in_settings
+
+if str(ROOT) not in sys.path:  # measure this checkout's unirag, whatever the environment's install points at
+    sys.path.insert(0, str(ROOT))
 from scaling_corpus import build_corpus
 
 SAMPLE_SECONDS = 0.1
@@ -167,11 +170,17 @@ def _graph_counts(manifest: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _code_version() -> str:
+    """The commit of the unirag package this process imported (not necessarily this checkout's:
+    a shared virtual environment's editable install points at another one)."""
+    import unirag
+
+    checkout = Path(unirag.__file__).resolve().parents[1]
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=checkout, capture_output=True, text=True).stdout.strip()
 
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--", "unirag") else ""
-    return f"{git('rev-parse', '--short', 'HEAD')} {git('log', '-1', '--format=%s')}{dirty}"
+    return f"{checkout}: {git('rev-parse', '--short', 'HEAD')} {git('log', '-1', '--format=%s')}{dirty}"
 
 
 def _stage_list(names: str) -> list[str]:

@@ -178,6 +178,27 @@ def llm_estimate(passages: int, tokens_per_passage: int, artifacts: list[str]) -
     return estimate_index_cost(None, settings, _Named(), names, incoming).to_json()  # type: ignore[arg-type]
 
 
+def merge_runs(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One result per corpus size: runs of the same size (a long size measured in parts) are
+    joined, a later run's row replacing an earlier one's for the same stage, its files and
+    tables added; sorted by size."""
+    by_size: dict[int, dict[str, Any]] = {}
+    for run in runs:
+        size = run["passages"]
+        if size not in by_size:
+            by_size[size] = run
+            continue
+        merged = by_size[size]
+        later = {row["stage"]: row for row in run["rows"]}
+        merged["rows"] = [later.pop(row["stage"], row) for row in merged["rows"]] + list(later.values())
+        for key in ("artifact_files", "store_tables"):
+            merged.setdefault("storage", {}).setdefault(key, {}).update(run.get("storage", {}).get(key, {}))
+        merged["graph_counts"] = run.get("graph_counts") or merged.get("graph_counts")
+        merged["stopped_during"] = run.get("stopped_during", merged.get("stopped_during"))
+        merged["code"] = merged["code"] if merged["code"] == run["code"] else f"{merged['code']}; {run['code']}"
+    return [by_size[size] for size in sorted(by_size)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -185,7 +206,7 @@ def main() -> None:
                         help="also print the LLM extractor's estimated calls/tokens at 2Wiki size and 100 M tokens")
     args = parser.parse_args()
     files = args.files or sorted((ROOT / "bench" / "out").glob("scaling_*.json"))
-    results = sorted((json.loads(f.read_text(encoding="utf-8")) for f in files), key=lambda r: r["passages"])
+    results = merge_runs(json.loads(f.read_text(encoding="utf-8")) for f in files)
     real = [r for r in results if not r.get("synthetic")]
     twowiki = (real or results)[-1]
     tokens_per_passage = twowiki["chunk_tokens"] / twowiki["passages"]
