@@ -93,12 +93,23 @@ def _serve(port_queue: Any) -> None:
     server.serve_forever()
 
 
+def start_stand_in() -> tuple[multiprocessing.process.BaseProcess, str]:
+    """The instant endpoint in its own process (its CPU is not the benchmark's) and its base URL;
+    the caller terminates the process. Shared with ``bench/scaling.py``."""
+    context = multiprocessing.get_context("spawn")
+    queue: Any = context.Queue()
+    server = context.Process(target=_serve, args=(queue,), daemon=True)
+    server.start()
+    return server, f"http://127.0.0.1:{queue.get(timeout=30)}/v1"
+
+
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def _settings_yaml(base_url: str) -> str:
+def stand_in_settings(base_url: str) -> str:
+    """unirag.yaml for a workspace on the stand-in: the zero-LLM extractor, LLM summaries."""
     return (
         "chat:\n"
         f"  base_url: {base_url}\n  model: stand-in\n"
@@ -182,10 +193,7 @@ def main() -> None:
     if args.limit:
         passages = passages[: args.limit]
     n_new = max(1, round(len(passages) * args.share))
-    queue: Any = multiprocessing.get_context("spawn").Queue()
-    server = multiprocessing.get_context("spawn").Process(target=_serve, args=(queue,), daemon=True)
-    server.start()
-    base_url = f"http://127.0.0.1:{queue.get(timeout=30)}/v1"
+    server, base_url = start_stand_in()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="unirag-living-"))
     root.mkdir(parents=True, exist_ok=True)
     everything, base, new = root / "all.json", root / "base.json", root / "new.json"
@@ -194,7 +202,7 @@ def main() -> None:
     new.write_text(json.dumps(passages[-n_new:]), encoding="utf-8")
 
     def index(name: str, sources: list[Path]) -> Any:
-        ws = Workspace.init(root / name, _settings_yaml(base_url))
+        ws = Workspace.init(root / name, stand_in_settings(base_url))
         settings = load_settings(ws.root)
         try:
             return run_index(ws, sources, settings, build_stack(settings, ws.cache()), progress=Progress(),
