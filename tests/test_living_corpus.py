@@ -441,3 +441,26 @@ def test_communities_whose_members_did_not_change_keep_their_summaries(tmp_path:
         kept_any |= kept > 0
     assert kept_any
     ws.close()
+
+
+def test_resummarize_share_reaches_the_attached_hierarchies(tmp_path: Path) -> None:
+    """The setting is the carrier's drift share: on, ArchRAG and LeanRAG report how many upper
+    communities they kept within it; 0, none is kept on drift (every ancestor is re-asked)."""
+    from unirag.config import load_settings
+    from unirag.graph.attach import PreviousNode
+    from unirag.graph.incremental import leaves_path, plan_update
+
+    ws = _attach_workspace(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    _index(ws, [_write(tmp_path / "c.json", C)])
+    manifest = ws.manifest()
+    for name in ("communities:archrag", "communities:leanrag"):
+        assert "kept_within_drift" in manifest[name]["stats"]["update"], name
+    settings = load_settings(ws.root)
+    name = "communities:archrag"
+    leaves = json.loads(leaves_path(ws, name).read_text(encoding="utf-8"))["leaves"]
+    for share in (0.1, 0.0):
+        changed = settings.model_copy(update={"index": settings.index.model_copy(update={"resummarize_share": share})})
+        plan = plan_update(ws, changed, name, manifest[name]["identity"], leaves, lambda: {1: [PreviousNode("c", ())]})
+        assert plan.carrier is not None and plan.carrier.resummarize_share == share
+    ws.close()

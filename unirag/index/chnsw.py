@@ -85,19 +85,17 @@ def _validate_layers(layers: Sequence[tuple[Sequence[str], np.ndarray]]) -> tupl
     return ids_per_layer, vectors
 
 
-def _without_orphans(previous: CHnswIndex, ids: list[list[str]], kept_rows: list[np.ndarray],
+def _without_orphans(previous: CHnswIndex, origin: list[np.ndarray], kept_rows: list[np.ndarray],
                      new_rows: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Kept nodes none of whose links survive are inserted anew (nothing would lead out of them)."""
+    """Kept nodes none of whose links survive are inserted anew (nothing would lead out of them).
+    ``origin[level][row]``: the previous global row of the layer's current row (-1: none)."""
     alive = np.zeros(len(previous.vectors), dtype=bool)
     for level, kept in enumerate(kept_rows):
-        old = {node: i for i, node in enumerate(previous.ids[level])}
-        alive[int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in kept], dtype=np.int64)] = True
+        alive[origin[level][kept]] = True
     out_kept, out_new = [], []
     for level, (kept, new) in enumerate(zip(kept_rows, new_rows)):
-        old = {node: i for i, node in enumerate(previous.ids[level])}
-        rows = int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in kept], dtype=np.int64)
-        links = previous.adj[rows]
-        has_link = ((links >= 0) & alive[np.clip(links, 0, None)]).any(axis=1) if len(rows) else np.zeros(0, bool)
+        links = previous.adj[origin[level][kept]]
+        has_link = ((links >= 0) & alive[np.clip(links, 0, None)]).any(axis=1) if len(kept) else np.zeros(0, bool)
         if len(kept) == 1:
             has_link[:] = True  # a layer's only kept node needs no link to be reached
         out_kept.append(kept[has_link])
@@ -201,23 +199,30 @@ class CHnswIndex:
         ids, vectors = _validate_layers(layers)
         total = sum(len(layer_ids) for layer_ids in ids)
         kept_rows, new_rows = [], []
+        origin: list[np.ndarray] = []  # per layer: each current row's previous global row, -1 if new
         if len(ids) == previous.n_layers and vectors[0].shape[1] == previous.dim:
             for level, (layer_ids, vecs) in enumerate(zip(ids, vectors)):
                 old = {node: i for i, node in enumerate(previous.ids[level])}
-                start = int(previous.offsets[level])
                 candidates = np.array([old.get(node, -1) for node in layer_ids], dtype=np.int64)
                 has = candidates >= 0
+                origin.append(np.where(has, int(previous.offsets[level]) + candidates, -1))
                 same = np.zeros(len(layer_ids), dtype=bool)
-                same[has] = (previous.vectors[start + candidates[has]] == vecs[has]).all(axis=1)
+                same[has] = (previous.vectors[origin[-1][has]] == vecs[has]).all(axis=1)
                 kept_rows.append(np.flatnonzero(same))
                 new_rows.append(np.flatnonzero(~same))
         if kept_rows:
-            kept_rows, new_rows = _without_orphans(previous, ids, kept_rows, new_rows)
+            kept_rows, new_rows = _without_orphans(previous, origin, kept_rows, new_rows)
         inserted = sum(len(r) for r in new_rows)
         if not kept_rows or inserted > max_new_share * total:
             index = cls.build(layers, m=p["m"], ef_construction=p["ef_construction"], seed=p["seed"],
                               heuristic=p["heuristic"], refine_links=p["refine_links"], ef_link=p["ef_link"])
             return index, {"mode": "full", "inserted": total, "kept": 0}
+        # previous global row -> new global row, for the kept nodes (they come first in each layer)
+        moved = np.full(len(previous.vectors), -1, dtype=np.int64)
+        start = 0
+        for level, (kept, layer_ids) in enumerate(zip(kept_rows, ids)):
+            moved[origin[level][kept]] = start + np.arange(len(kept))
+            start += len(layer_ids)
         order = [np.concatenate([k, r]) for k, r in zip(kept_rows, new_rows)]
         ids = [[layer_ids[i] for i in o] for layer_ids, o in zip(ids, order)]
         vectors = [vecs[o] for vecs, o in zip(vectors, order)]
@@ -225,13 +230,6 @@ class CHnswIndex:
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         flat = np.ascontiguousarray(np.concatenate(vectors, axis=0), dtype=np.float32)
         n, max_degree = int(offsets[-1]), int(p["max_degree"])
-        # previous global row -> new global row, for the kept nodes
-        moved = np.full(len(previous.vectors), -1, dtype=np.int64)
-        for level, kept in enumerate(kept_rows):
-            old = {node: i for i, node in enumerate(previous.ids[level])}
-            old_global = int(previous.offsets[level]) + np.array([old[ids[level][i]] for i in range(len(kept))],
-                                                                 dtype=np.int64)
-            moved[old_global] = offsets[level] + np.arange(len(kept))
         adj = np.full((n, max_degree), -1, dtype=np.int32)
         deg = np.zeros(n, dtype=np.int32)
         down = np.full(n, -1, dtype=np.int32)
