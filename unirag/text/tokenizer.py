@@ -80,8 +80,15 @@ class Tokenizer:
         return len(self._enc.encode_ordinary(text))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Token counts of many texts, encoded in parallel threads."""
-        return [len(ids) for ids in self._enc.encode_ordinary_batch(list(texts))]
+        """Token counts of many texts, one after another.
+
+        Not ``encode_ordinary_batch``: it submits one thread-pool task per text,
+        and on short texts (descriptions, names) the submitting costs four times
+        the encoding (measured: 100,000 one-sentence texts 1.94 -> 0.49 CPU s;
+        2,500 long ones 0.68 -> 0.43 CPU s, wall 0.51 -> 0.66 s).
+        """
+        encode = self._enc.encode_ordinary
+        return [len(encode(text)) for text in texts]
 
     def truncate(self, text: str, max_tokens: int) -> str:
         """The longest prefix of ``text`` within ``max_tokens`` tokens.
