@@ -134,8 +134,8 @@ class Resources:
         from unirag.graph.graph_store import GraphStore
         from unirag.operators.graph_index import GraphIndex
 
-        return self._artifact("graph", lambda: GraphIndex.from_graph(GraphStore(self.workspace).load_graph(),
-                                                                     self.workspace.chunk_ids()))
+        return self._artifact("graph", lambda: GraphIndex.from_columns(GraphStore(self.workspace).load_columns(),
+                                                                       self.workspace.chunk_ids()))
 
     def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> VectorIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,
