@@ -533,7 +533,7 @@ def archrag_partition(graph: EntityGraph, config: ArchragConfig = ArchragConfig(
 # -- quality ---------------------------------------------------------------------------
 
 
-def community_quality(vectors: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def community_quality(vectors: np.ndarray, labels: np.ndarray, per_node: np.ndarray | None = None) -> dict[str, Any]:
     """The paper's community-quality metrics of one partition of ``vectors``.
 
     * ``chi``: Calinski-Harabasz index, eq. 3:
@@ -545,13 +545,17 @@ def community_quality(vectors: np.ndarray, labels: np.ndarray) -> dict[str, Any]
       singleton scores 1, so ``cosine_multi`` also gives the mean over nodes
       in clusters of two or more (None when there are none).
     * ``clusters``, ``singletons``: counts.
+
+    ``per_node``: :func:`cosine_to_centroid` of these vectors and labels where the caller
+    has it already (it does not depend on how the clusters are numbered).
     """
     x = np.asarray(vectors, dtype=np.float64)
     labels = canonical_labels(labels)
     n = len(labels)
     if n == 0:
         return {"chi": None, "cosine": None, "cosine_multi": None, "clusters": 0, "singletons": 0}
-    per_node = cosine_to_centroid(x, labels)
+    if per_node is None:
+        per_node = cosine_to_centroid(x, labels)
     counts = np.bincount(labels)
     c = len(counts)
     multi = counts[labels] >= 2
@@ -605,6 +609,7 @@ class _ArchragLayer(Layer):
 class _ArchragClustering(Clustering):
     labels: np.ndarray  # community label of every node (singletons included)
     edges: np.ndarray  # E': the augmented edges the labels came from
+    cosine: np.ndarray  # per node, cosine to its community's centroid (the records' payload)
 
 
 def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _ArchragLayer:
@@ -765,14 +770,15 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         counts = np.bincount(labels)
         order = np.argsort(labels, kind="stable")
         groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
-        quality = community_quality(layer.vectors, labels)
+        per_node = cosine_to_centroid(layer.vectors, labels)
+        quality = community_quality(layer.vectors, labels, per_node)
         knn = self.knn_updates.get(level, {})
         stats = {"edges": len(layer.edges), "augmented_edges": len(edges), "knn_k": changes["k"],
                  "knn_lists": knn.get("mode", "none"), "knn_recomputed": knn.get("recomputed", 0),
                  "added_edges": changes["added_edges"], "removed_edges": changes["removed_edges"],
                  "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
                  "truncated_prompts": 0}
-        return _ArchragClustering(groups, stats, labels=labels, edges=edges)
+        return _ArchragClustering(groups, stats, labels=labels, edges=edges, cosine=per_node)
 
     def _carried(self, layer: _ArchragLayer, level: int, edges: np.ndarray) -> list[np.ndarray] | None:
         """The previous build's communities of this level, new entities attached (incremental update):
@@ -821,7 +827,7 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
     def records(self, layer: _ArchragLayer, clustering: _ArchragClustering, summaries: list[Summary],
                 vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
         built = level_communities(HIERARCHY, level, layer, clustering.groups, summaries, below, sort_entities=True)
-        per_node_cosine = cosine_to_centroid(layer.vectors, clustering.labels)
+        per_node_cosine = clustering.cosine
         for community, group, summary in zip(built, clustering.groups, summaries):
             community.payload = {"size": len(group), "entity_count": len(community.entities),
                                  "cosine": round(float(per_node_cosine[group].mean()), 6),

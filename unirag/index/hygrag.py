@@ -674,8 +674,10 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
 
         link_matrix = _bucket_links(layer.adjacency, clustering.buckets, len(layer))
         upper = triu(link_matrix, k=1).tocoo()
+        order = np.lexsort((upper.data, upper.col, upper.row))  # (row, col) pairs are unique: one sort, in C
         links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(weight))
-                 for a, b, weight in sorted(zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist()))]
+                 for a, b, weight in zip(upper.row[order].tolist(), upper.col[order].tolist(),
+                                         upper.data[order].tolist())]
         above = _HygragLayer(
             ids=[c.id for c in records],
             names=["summary"] * len(records),

@@ -305,8 +305,11 @@ def _edge_groups(edges: np.ndarray, labels: np.ndarray) -> list[tuple[int, int, 
 
 def _central_order(vectors: np.ndarray, labels: np.ndarray, n_clusters: int) -> list[np.ndarray]:
     """Each cluster's rows, most central first (cosine to the cluster's mean vector; ties by row)."""
-    sums = np.zeros((n_clusters, vectors.shape[1]), dtype=np.float64)
-    np.add.at(sums, labels, vectors)
+    from scipy.sparse import csr_matrix
+
+    # One sparse product (members summed in row order, as np.add.at would, but in C).
+    membership = csr_matrix((np.ones(len(labels)), (labels, np.arange(len(labels)))), shape=(n_clusters, len(labels)))
+    sums = np.asarray(membership @ vectors.astype(np.float64))
     # Dot with the sum orders members like cosine with the mean (one positive scale per cluster).
     closeness = np.einsum("ij,ij->i", vectors.astype(np.float64), sums[labels])
     order = np.lexsort((np.arange(len(labels)), -closeness, labels))
