@@ -180,3 +180,39 @@ def test_central_order_equals_the_add_at_sums() -> None:
 def test_truncated_is_the_tokenizer_truncation(text: str, budget: int) -> None:
     tokenizer = get_tokenizer()
     assert _truncated(text, budget, tokenizer) == tokenizer.truncate(text, budget)
+
+
+# -- GraphRAG's line token counts, kept across builds -------------------------------------------
+
+
+def test_kept_line_counts_give_the_same_reports_and_count_only_new_lines(tmp_path) -> None:
+    from test_graphrag_communities import chat, user_of
+
+    from unirag.index.graphrag_communities import GraphragCommunityConfig, build_graphrag_communities
+    from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
+
+    graph = ring_of_cliques(30, 4)
+    config = GraphragCommunityConfig(max_cluster_size=10, max_context_tokens=120)
+    plain_chat, memo_chat, again_chat = chat(), chat(), chat()
+    plain = build_graphrag_communities(graph, BuildModels(plain_chat), config)
+    memo = LineTokens("cl100k_base")
+    with_memo = build_graphrag_communities(graph, BuildModels(memo_chat), config, line_tokens=memo)
+    assert [user_of(r) for r in memo_chat.requests] == [user_of(r) for r in plain_chat.requests]
+    assert with_memo.communities == plain.communities and with_memo.stats == plain.stats
+    save_line_tokens(tmp_path / "lines.npz", memo)
+    kept = load_line_tokens(tmp_path / "lines.npz", "cl100k_base")
+    assert kept.known == memo.known and load_line_tokens(tmp_path / "lines.npz", "o200k_base").known == {}
+    assert load_line_tokens(tmp_path / "missing.npz", "cl100k_base").known == {}
+    calls: list[str] = []
+
+    class Counting:
+        name = "cl100k_base"
+
+        def count(self, text: str) -> int:
+            calls.append(text)
+            return get_tokenizer().count(text)
+
+    again = build_graphrag_communities(graph, BuildModels(again_chat, tokenizer=Counting()), config,  # type: ignore[arg-type]
+                                       line_tokens=kept)
+    assert again.communities == plain.communities
+    assert calls == []  # every line (and header) was counted by the build before

@@ -267,12 +267,21 @@ def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple
     config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
+        from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
+
         graph = _load_entity_graph(ctx, with_vectors=False)
         carrier = make_carrier(graph.ids)
+        models = summary_models(ctx)
         # the carrier holds the last build's communities (by level, in the store's order): not loaded twice
         previous = [node.record for nodes in carrier.previous.values() for node in nodes] \
             if carrier is not None else None
-        return build_graphrag_communities(graph, summary_models(ctx), config, previous), graph.ids
+        # context lines' token counts: an update counts only lines the last builds did not (a full build afresh)
+        tokens_file = ctx.workspace.artifact_path(f"communities.{name.replace(':', '.')}.line_tokens.npz")
+        line_tokens = load_line_tokens(tokens_file, models.tokenizer.name) if carrier is not None \
+            else LineTokens(models.tokenizer.name)
+        result = build_graphrag_communities(graph, models, config, previous, line_tokens)
+        save_line_tokens(tokens_file, line_tokens)
+        return result, graph.ids
 
     return config, run
 

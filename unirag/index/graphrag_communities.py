@@ -90,6 +90,7 @@ import numpy as np
 
 from unirag.graph.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
 from unirag.index.hierarchy import Community, EntityGraph, HierarchyResult, community_id
+from unirag.index.line_tokens import LineTokens
 
 HIERARCHY = "graphrag"
 STAGE = "index.graphrag.report"
@@ -862,9 +863,12 @@ def _report_round(
 
 def build_graphrag_communities(
     graph: EntityGraph, models: BuildModels, config: GraphragCommunityConfig = GraphragCommunityConfig(),
-    previous: Sequence[Community] | None = None,
+    previous: Sequence[Community] | None = None, line_tokens: LineTokens | None = None,
 ) -> HierarchyResult:
     """GraphRAG's community hierarchy with one report per community; see the module docstring.
+
+    ``line_tokens``: token counts of context lines kept from earlier builds (an update counts
+    only lines it has not seen; :mod:`unirag.index.line_tokens`), filled in with this build's.
 
     The clustering is top-down and all at once, and reports go leaves first
     (by height, across levels), so this builder uses only the summary step and
@@ -898,7 +902,8 @@ def build_graphrag_communities(
     kept = {(c.level, frozenset(c.entities)): c for c in previous} if previous and update is not None else {}
     counts: Counter[str] = Counter(substituted=0, truncated=0, max_context_tokens_used=0, repaired_reports=0)
     if nodes:
-        elements = ReportElements.from_graph(graph, models.tokenizer.count)
+        count = line_tokens.counter(models.tokenizer.count) if line_tokens is not None else models.tokenizer.count
+        elements = ReportElements.from_graph(graph, count)
         for height in range(1 + max(node.height for node in nodes)):
             batch = [node for node in nodes if node.height == height]
             _report_round(batch, nodes, elements, config, models, counts, f"graphrag reports, round {height + 1}",
