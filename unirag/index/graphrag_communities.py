@@ -400,8 +400,10 @@ class _Costs:
     def __getitem__(self, index: Any) -> Any:
         positions = np.asarray(index, dtype=np.int64)
         flat = positions.reshape(-1)
-        for i in np.unique(flat[self._costs[flat] < 0]).tolist():
-            self._costs[i] = self._count(self._lines[i] + "\n")
+        missing = flat[self._costs[flat] < 0]
+        if len(missing):
+            for i in np.unique(missing).tolist():
+                self._costs[i] = self._count(self._lines[i] + "\n")
         return self._costs[positions]
 
     def tolist(self) -> list[int]:
