@@ -145,7 +145,8 @@ def embed_in_length_order(
         return np.zeros((0, 1), dtype=np.float32)
     if known is None:
         return normalise_rows(vectors)
-    vectors = normalise_rows(vectors)
+    embedded = ~known.mask  # normalised alone: each row's result depends on that row only
+    vectors[embedded] = normalise_rows(vectors[embedded])
     vectors[known.mask] = known.vectors
     copies_of_known = [i for i, new in enumerate(distinct) if not new and known.mask[first_row[texts[i]]]]
     vectors[copies_of_known] = vectors[[first_row[texts[i]] for i in copies_of_known]]
