@@ -103,12 +103,6 @@ def run_extraction(
     return extractor.name, [chunk.id for chunk in pending]
 
 
-def merge_inputs(workspace: Workspace, settings: Settings, extractor: str) -> tuple[str, dict[str, Any]]:
-    """(fingerprint, config) of the merged graph: chunks, extractor and merge knobs."""
-    config = merge_config(workspace, settings)
-    return merge_fingerprint(workspace.chunk_ids(), extractor, config), config
-
-
 def merge_config(workspace: Workspace, settings: Settings) -> dict[str, Any]:
     """The knobs a merge's result depends on besides its extractions."""
     config: dict[str, Any] = {"max_tokens": settings.graph.description_max_tokens,
