@@ -12,7 +12,7 @@ from typing import Any
 from tests.fakes import ScriptedChat, fake_stack, make_settings
 from unirag.graph.graph_store import GraphStore
 from unirag.graph.merge import Accumulators, MergedGraph, long_descriptions, shorten_items
-from unirag.graph.merge_update import extend_graph, merge_states
+from unirag.graph.merge_update import STATE_VERSION, extend_graph, merge_states, plan_merge
 from unirag.graph.projections import new_chunk_links, shared_entity_links
 from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.llm.base import ChatModel
@@ -165,3 +165,17 @@ def test_insert_extends_and_delete_merges_whole_equal_to_building_from_scratch(t
         got = after_insert if name == "whole" else after_delete
         _same(got.pop("graph"), expected.pop("graph"))
         assert got == expected
+
+
+def test_plan_extends_only_a_stateful_merge_of_a_prefix_of_the_chunks() -> None:
+    fingerprint = lambda ids: "|".join(ids)
+    config = {"extractor": "nlp", "max_tokens": 8}
+    entry = {"state": STATE_VERSION, "chunks": 2, "config": config, "inputs": "a|b"}
+    assert plan_merge(None, config, ["a"], [], fingerprint).reason == "no merged graph"
+    assert plan_merge({**entry, "state": None}, config, ["a", "b"], [], fingerprint).reason == "no merge state"
+    assert plan_merge(entry, {**config, "max_tokens": 9}, ["a", "b"], [], fingerprint).mode == "full"
+    assert plan_merge(entry, config, ["a", "c"], ["c"], fingerprint).mode == "full"  # b removed
+    assert plan_merge(entry, config, ["b", "a", "c"], ["c"], fingerprint).mode == "full"  # reordered
+    assert plan_merge(entry, config, ["a", "b", "c"], ["b", "c"], fingerprint).mode == "full"  # b extracted again
+    plan = plan_merge(entry, config, ["a", "b", "c", "d"], ["d"], fingerprint)  # c extracted by a killed run
+    assert (plan.mode, plan.added, plan.previous) == ("extend", ["c", "d"], "a|b")

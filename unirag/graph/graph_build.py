@@ -142,7 +142,7 @@ def build_merged_graph(
             plan = MergePlan("full", "stored graph does not match its merge state")
         counts = _merge_whole(store, extractor, chunk_ids, shorten)
     workspace.set_manifest_entry("graph", {
-        "config": {"extractor": extractor, **config}, "inputs": inputs, **counts,
+        "config": {"extractor": extractor, **config}, "inputs": inputs, "chunks": len(chunk_ids), **counts,
         "seconds": round(time.perf_counter() - tick, 3), "update": plan.to_json(),
     })
     return True
@@ -224,7 +224,7 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
                and entry.get("inputs") == config_hash({"graph": update["previous"], "minimum": minimum}))
     if extends:
         links = new_chunk_links(store.shared_graph(), workspace.chunk_ids(), update["added"], minimum)
-        store.add_chunk_links(kind, links, update["added"])
+        store.add_chunk_links(kind, links)
         count = entry["count"] + len(links)
     else:
         links = shared_entity_links(store.shared_graph(), workspace.chunk_ids(), minimum)

@@ -283,14 +283,9 @@ class GraphStore:
             self.db.execute("DELETE FROM chunk_links WHERE kind = ?", (kind,))
             self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
 
-    def add_chunk_links(self, kind: str, links: Iterable[tuple[str, str, int]], chunk_ids: list[str]) -> None:
-        """Replace the ``kind`` links that touch ``chunk_ids`` by ``links``, the others kept."""
+    def add_chunk_links(self, kind: str, links: Iterable[tuple[str, str, int]]) -> None:
+        """Add the links of chunks the stored ``kind`` links do not know yet (an extended graph's)."""
         with self.db:
-            for start in range(0, len(chunk_ids), 400):
-                part = chunk_ids[start:start + 400]
-                marks = ",".join("?" * len(part))
-                self.db.execute(f"DELETE FROM chunk_links WHERE kind = ? AND (a IN ({marks}) OR b IN ({marks}))",
-                                (kind, *part, *part))
             self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
 
     def load_chunk_links(self, kind: str) -> list[tuple[str, str, int]]:

@@ -10,9 +10,9 @@ one, as in a whole merge, and every element keeps its place, so the result equal
 merge of all extractions (tests/test_merge_update.py).
 
 A whole merge runs instead when there is no graph or no merge state, the merge config or
-extractor changed, chunks were removed or re-extracted, new chunks are not last, the stored
-graph does not match its manifest entry, or any chunk holds claims (claim ids number every
-claim in key order).
+extractor changed, chunks were removed, reordered or extracted again, the stored graph does
+not match its manifest entry, or any chunk holds claims (claim ids number every claim in key
+order).
 """
 
 from __future__ import annotations
@@ -52,22 +52,22 @@ def plan_merge(
     entry: dict[str, Any] | None, config: dict[str, Any], chunk_ids: list[str], extracted: Iterable[str],
     fingerprint: Callable[[list[str]], str],
 ) -> MergePlan:
-    """Whether the stored graph (manifest ``entry``) can be extended by the chunks ``extracted``
-    in this refresh: it must be the merge, with this ``config``, of exactly the other chunks,
-    all listed before the new ones."""
+    """Whether the stored graph (manifest ``entry``) can be extended: it must be the merge, with
+    this ``config``, of the first ``entry["chunks"]`` of ``chunk_ids``, none of them among the
+    chunks ``extracted`` in this refresh (a chunk extracted only now was not in that merge)."""
     if entry is None:
         return MergePlan("full", "no merged graph")
-    if entry.get("state") != STATE_VERSION:
+    merged = entry.get("chunks")
+    if entry.get("state") != STATE_VERSION or not isinstance(merged, int):
         return MergePlan("full", "no merge state")
     if entry.get("config") != config:
         return MergePlan("full", "merge config changed")
-    new = set(extracted)
-    previous = [cid for cid in chunk_ids if cid not in new]
+    previous = chunk_ids[:merged]
     if fingerprint(previous) != entry.get("inputs"):
-        return MergePlan("full", "chunks removed, re-extracted or reordered")
-    added = chunk_ids[len(previous):]
-    if set(added) != new:
-        return MergePlan("full", "new chunks are not last")
+        return MergePlan("full", "chunks removed or reordered")
+    if not set(extracted).isdisjoint(previous):
+        return MergePlan("full", "merged chunks extracted again")
+    added = chunk_ids[merged:]
     return MergePlan("extend", f"{len(added)} new chunks", added, entry["inputs"])
 
 
