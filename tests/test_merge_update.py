@@ -179,3 +179,23 @@ def test_plan_extends_only_a_stateful_merge_of_a_prefix_of_the_chunks() -> None:
     assert plan_merge(entry, config, ["a", "b", "c"], ["b", "c"], fingerprint).mode == "full"  # b extracted again
     plan = plan_merge(entry, config, ["a", "b", "c", "d"], ["d"], fingerprint)  # c extracted by a killed run
     assert (plan.mode, plan.added, plan.previous) == ("extend", ["c", "d"], "a|b")
+
+
+def test_an_extension_on_postgresql_keeps_the_row_order_of_a_whole_merge(tmp_path: Path, postgres_store: str) -> None:
+    passages = json.loads(CORPUS.read_text(encoding="utf-8"))[:24]
+    grown = Workspace.init(tmp_path / "grown", store=postgres_store)
+    try:
+        _index(grown, passages[:18], tmp_path, "base")
+        _index(grown, passages[18:], tmp_path, "more")
+        assert grown.manifest_entry("graph")["update"]["mode"] == "extend"
+        got = _state(grown)
+    finally:
+        grown.close()
+    whole = Workspace.init(tmp_path / "whole")
+    try:
+        _index(whole, passages, tmp_path, "whole")
+        expected = _state(whole)
+    finally:
+        whole.close()
+    _same(got.pop("graph"), expected.pop("graph"))
+    assert got == expected
