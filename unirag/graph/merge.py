@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from unirag.graph.types import ChunkExtraction
 from unirag.prompts.prompt import PromptLibrary
@@ -222,19 +223,12 @@ def long_descriptions(
 
 
 def shorten_descriptions(
-    graph: MergedGraph,
-    max_tokens: int,
-    count_tokens: Callable[[str], int],
-    truncate: Callable[[str, int], str],
-    chat: ChatModel | None = None,
-    concurrency: int = 4,
-    progress: Progress | None = None,
-    max_tokens_out: int = 300,
-    prompts: PromptLibrary | None = None,
+    graph: MergedGraph, max_tokens: int, count_tokens: Callable[[str], int], truncate: Callable[[str, int], str],
+    **options: Any,
 ) -> int:
-    """Bring every description over ``max_tokens`` back under it; returns how many."""
-    long_items = long_descriptions(graph, max_tokens, count_tokens)
-    return shorten_items(long_items, max_tokens, truncate, chat, concurrency, progress, max_tokens_out, prompts)
+    """Bring every description over ``max_tokens`` back under it; returns how many.
+    ``options``: those of :func:`shorten_items` (chat, concurrency, progress, max_tokens_out, prompts)."""
+    return shorten_items(long_descriptions(graph, max_tokens, count_tokens), max_tokens, truncate, **options)
 
 
 def shorten_items(
