@@ -18,19 +18,21 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unirag.graph.corpus import IngestReport, ingest, remove_documents
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.executors import executor_for
 from unirag.index.artifacts import BuildContext, built_artifacts, ensure_artifacts, outdated
-from unirag.index.cost import CostEstimate
 from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack, run_by
 from unirag.progress import Progress
 from unirag.text.types import Document
 from unirag.workspace import Workspace
+
+if TYPE_CHECKING:  # the cost model imports the LLM extractor: a query needs neither
+    from unirag.index.cost import CostEstimate
 
 
 @dataclass

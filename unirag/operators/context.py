@@ -15,6 +15,7 @@ from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import Prompt, PromptLibrary
+from unirag.store.bulk_load import collector_paused
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ class Resources:
                 )
             try:
                 self.workspace.checkout(name)
-                self._loaded[key] = loader()
+                with collector_paused():
+                    self._loaded[key] = loader()
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 raise WorkspaceError(
                     f"artifact '{name}' in {self.workspace.root} is damaged ({type(exc).__name__}): "
@@ -134,8 +136,8 @@ class Resources:
         from unirag.graph.graph_store import GraphStore
         from unirag.operators.graph_index import GraphIndex
 
-        return self._artifact("graph", lambda: GraphIndex.from_graph(GraphStore(self.workspace).load_graph(),
-                                                                     self.workspace.chunk_ids()))
+        return self._artifact("graph", lambda: GraphIndex.from_columns(GraphStore(self.workspace).load_columns(),
+                                                                       self.workspace.chunk_ids()))
 
     def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> VectorIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,

@@ -14,18 +14,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from itertools import chain, repeat
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from unirag.graph.graph_store import GraphColumns
 
-def _incidence(rows: list[list[int]], n_cols: int) -> Any:
-    """CSR 0/1 matrix with ``rows[i]`` the column indices of row i."""
+
+def _incidence(rows: list[list[str]], column: dict[str, int], n_cols: int) -> Any:
+    """CSR 0/1 matrix whose row i marks the columns of the keys ``rows[i]`` (keys without a
+    column are skipped). The keys are mapped in one pass over all rows, not a list per row."""
     from scipy.sparse import csr_matrix
 
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    mapped = np.fromiter(map(column.get, chain.from_iterable(rows), repeat(-1)), dtype=np.int64,
+                         count=int(lengths.sum()))
+    kept = mapped >= 0
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
-    indptr[1:] = np.cumsum([len(r) for r in rows])
-    indices = np.fromiter((c for r in rows for c in r), dtype=np.int64, count=int(indptr[-1]))
+    indptr[1:] = np.cumsum(np.bincount(np.repeat(np.arange(len(rows)), lengths)[kept], minlength=len(rows)))
+    indices = mapped[kept]
     data = np.ones(len(indices), dtype=np.float32)
     matrix = csr_matrix((data, indices, indptr), shape=(len(rows), n_cols))
     matrix.sum_duplicates()
@@ -63,46 +72,51 @@ class GraphIndex:
     @classmethod
     def from_graph(cls, graph: Any, chunk_ids: list[str]) -> GraphIndex:
         """Build from a :class:`~unirag.graph.merge.MergedGraph` and the corpus's chunk ids."""
+        from unirag.graph.graph_store import GraphColumns
+
+        return cls.from_columns(GraphColumns.of_graph(graph), chunk_ids)
+
+    @classmethod
+    def from_columns(cls, columns: GraphColumns, chunk_ids: list[str]) -> GraphIndex:
+        """Build from the graph's columns (:meth:`GraphStore.load_columns`: a query's load)
+        and the corpus's chunk ids."""
         from scipy.sparse import coo_matrix
 
-        entity_ids = list(graph.entities)
+        entity_ids = columns.entity_ids
         row = {entity_id: i for i, entity_id in enumerate(entity_ids)}
         chunk_row = {chunk_id: i for i, chunk_id in enumerate(chunk_ids)}
-        rels = list(graph.relationships.values())
-        src = np.array([row[r.source] for r in rels], dtype=np.int64)
-        dst = np.array([row[r.target] for r in rels], dtype=np.int64)
-        weight = np.array([float(r.weight) for r in rels], dtype=np.float64)
+        n_rels = len(columns.rel_ids)
+        src = np.fromiter(map(row.__getitem__, columns.rel_sources), dtype=np.int64, count=n_rels)
+        dst = np.fromiter(map(row.__getitem__, columns.rel_targets), dtype=np.int64, count=n_rels)
+        weight = np.array(columns.rel_weights, dtype=np.float64)
         n = len(entity_ids)
         adjacency = coo_matrix(
             (np.concatenate([weight, weight]), (np.concatenate([src, dst]), np.concatenate([dst, src]))),
             shape=(n, n),
         ).tocsr()
         entity_rel = coo_matrix(
-            (np.ones(2 * len(rels), dtype=np.float32),
-             (np.concatenate([src, dst]), np.concatenate([np.arange(len(rels))] * 2))),
-            shape=(n, len(rels)),
+            (np.ones(2 * n_rels, dtype=np.float32),
+             (np.concatenate([src, dst]), np.concatenate([np.arange(n_rels)] * 2))),
+            shape=(n, n_rels),
         ).tocsr()
         entity_rel.data[:] = 1.0
-        entities = [graph.entities[i] for i in entity_ids]
         return cls(
-            entity_ids=entity_ids,
-            names=[e.name for e in entities],
-            types=[e.type for e in entities],
-            descriptions=[e.description for e in entities],
-            rel_ids=[r.id for r in rels],
+            entity_ids=list(entity_ids),
+            names=list(columns.names),
+            types=list(columns.types),
+            descriptions=list(columns.descriptions),
+            rel_ids=list(columns.rel_ids),
             rel_src=src,
             rel_dst=dst,
             rel_weight=weight,
-            rel_relation=[r.relation for r in rels],
-            rel_description=[r.description for r in rels],
-            rel_keywords=[list(r.keywords) for r in rels],
+            rel_relation=list(columns.relations),
+            rel_description=list(columns.rel_descriptions),
+            rel_keywords=[list(keywords) for keywords in columns.rel_keywords],
             chunk_ids=list(chunk_ids),
             adjacency=adjacency,
             entity_rel=entity_rel,
-            entity_chunks=_incidence([[chunk_row[c] for c in e.chunk_ids if c in chunk_row] for e in entities],
-                                     len(chunk_ids)),
-            rel_chunks=_incidence([[chunk_row[c] for c in r.chunk_ids if c in chunk_row] for r in rels],
-                                  len(chunk_ids)),
+            entity_chunks=_incidence(columns.entity_chunks, chunk_row, len(chunk_ids)),
+            rel_chunks=_incidence(columns.rel_chunks, chunk_row, len(chunk_ids)),
         )
 
     @property
