@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.fakes import HashEmbedder
+from unirag.errors import WorkspaceError
 from unirag.index.vector_artifacts import build_text_vectors, load_vectors, vector_paths
 from unirag.progress import Progress
 from unirag.workspace import Workspace
@@ -45,3 +47,10 @@ def test_digests_of_another_build_or_model_are_not_used(tmp_path: Path) -> None:
     model = HashEmbedder(name="another")
     _build(ws, {**TEXTS, "f": "x", "g": "y"}, model)
     assert model.embedded_texts == 6  # every distinct text again
+
+
+def test_stored_vectors_of_another_dimension_are_an_error_not_a_mix(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    _build(ws, TEXTS, HashEmbedder())
+    with pytest.raises(WorkspaceError, match="64-dimension vectors.*32-dimension vectors"):
+        _build(ws, {**TEXTS, "f": "x"}, HashEmbedder(dim=32))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from unirag.config import config_hash
-from unirag.index.vectors import HnswIndex, VectorIndex, write_ids_file
+from unirag.index.vectors import HnswIndex, VectorIndex, embedding_mismatch, write_ids_file
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -131,6 +131,9 @@ def embed_in_length_order(
 
     with progress.task(label, total=len(texts)) as advance:
         for rows, part in _in_flight(embed, batches, parallel):
+            if known is not None and part.shape[1] != known.vectors.shape[1]:
+                raise embedding_mismatch(label, f"{known.vectors.shape[1]}-dimension vectors",
+                                         f"{part.shape[1]}-dimension vectors")
             if vectors.shape[1] != part.shape[1]:
                 vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
