@@ -128,6 +128,8 @@ def test_variants_are_built_beside_their_defaults(indexed) -> None:
     spectral = store.load("archrag-spectral")
     assert spectral and all(c.hierarchy == "archrag-spectral" for c in spectral)
     assert store.load("archrag")  # the default hierarchy is still there
+    assert [(h.id, h.level, h.title, h.summary) for h in store.heads("archrag-spectral")] == [
+        (c.id, c.level, c.title, c.summary) for c in spectral]  # heads: load's order, nothing parsed
     assert ws.artifact_path("chnsw.archrag-spectral").is_dir()
     from unirag.graph.graph_store import GraphStore
 

@@ -7,6 +7,8 @@ import pytest
 
 from unirag.index.archrag import _full_lists, knn_neighbours
 from unirag.index.knn_update import (
+    _merge_fresh,
+    _ranked,
     exact_lists,
     list_width,
     load_neighbour_lists,
@@ -88,3 +90,28 @@ def test_lists_round_trip_and_damage_means_none(tmp_path) -> None:
     path.write_bytes(b"garbage")
     assert load_neighbour_lists(path) == {}
     assert load_neighbour_lists(tmp_path / "none.npz") == {}
+
+
+def test_merging_only_outranked_rows_equals_ranking_every_row() -> None:
+    """The shortcut of ``_merge_fresh`` (re-rank only rows some fresh row outranks, in large
+    blocks) writes exactly what ranking every kept row over its stored and fresh columns writes,
+    equal similarities included (duplicated rows make ties)."""
+    rng = np.random.default_rng(5)
+    x = unit(rng.normal(size=(600, 12)))
+    x[300:340] = x[:40]  # exact duplicates: equal similarities
+    width = 10
+    fresh = np.sort(rng.choice(600, 40, replace=False))
+    kept = np.setdiff1d(np.arange(600), fresh)
+    stored, stored_sims = exact_lists(x[kept], np.arange(len(kept)), width)
+    stored = np.where(stored >= 0, kept[np.clip(stored, 0, None)], -1)
+    stored[:, -3:], stored_sims[:, -3:] = -1, -np.inf  # some rows lost entries
+    last = stored_sims[:, width - 4]
+    got_n = np.full((600, width), -1, np.int64)
+    got_s = np.full((600, width), -np.inf, np.float32)
+    _merge_fresh(x, kept, fresh, stored, stored_sims, last, got_n, got_s)
+    s = x[kept] @ x[fresh].T
+    s = np.where(s > last[:, None], s, -np.inf).astype(np.float32)
+    want_n, want_s = _ranked(np.concatenate([stored_sims, s], axis=1),
+                             np.concatenate([stored, np.broadcast_to(fresh, s.shape)], axis=1), width)
+    assert np.array_equal(got_n[kept], want_n) and np.array_equal(got_s[kept], want_s)
+    assert (got_n[kept] != stored).any()  # some fresh rows were merged in

@@ -69,7 +69,7 @@ def test_a_new_workspace_records_each_components_schema_version(tmp_path: Path, 
     GraphStore(ws)
     CommunityStore(ws)
     assert {c: schema_version(ws.db, c) for c in ("workspace", "graph", "communities")} == {
-        "workspace": 2, "graph": 2, "communities": 2}
+        "workspace": 2, "graph": 3, "communities": 2}
     ws.close()
 
 

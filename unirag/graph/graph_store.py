@@ -4,6 +4,8 @@
   written as each call finishes, so a killed build resumes where it stopped.
 * ``entities``, ``relationships``, ``claims``: the merged graph (rewritten
   in one transaction when the extractions change).
+* ``merge_state``: per entity/relationship key what its row cannot give back to a merge
+  (:mod:`unirag.graph.merge_update`), written with the rows so an insert extends the graph.
 * ``chunk_links``: passage-graph and hybrid chunk-chunk edges.
 * ``tree_nodes``: the RAPTOR tree.
 """
@@ -14,6 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +49,8 @@ _TREE_TABLE = """CREATE TABLE IF NOT EXISTS tree_nodes (
 )"""
 
 DEFAULT_TREE = "tree"
+#: up to this many chunks, load_extractions looks each up by key rather than scanning all rows
+_LOOKUP_AT_MOST = 2000
 
 
 def json_lists(texts: Sequence[str]) -> list[list[str]]:
@@ -110,10 +115,27 @@ def _tree_variants(db: Database) -> None:
     db.executescript(_TREE_TABLE)
 
 
+_MERGE_STATE = "CREATE TABLE IF NOT EXISTS merge_state (id TEXT PRIMARY KEY, state TEXT);"
+
+_ENTITY_UPDATE = "UPDATE entities SET name = ?, type = ?, description = ?, chunk_ids = ?, mentions = ? WHERE id = ?"
+_RELATIONSHIP_UPDATE = ("UPDATE relationships SET source = ?, target = ?, relation = ?, description = ?, keywords = ?, "
+                        "weight = ?, strength = ?, chunk_ids = ? WHERE id = ?")
+
+
+def _entity_row(e: Entity) -> tuple[str, str, str, str, str, int]:
+    return (e.id, e.name, e.type, e.description, json.dumps(e.chunk_ids), e.mentions)
+
+
+def _relationship_row(r: Relationship) -> tuple[str, str, str, str, str, str, float, float, str]:
+    return (r.id, r.source, r.target, r.relation, r.description, json.dumps(r.keywords), r.weight, r.strength,
+            json.dumps(r.chunk_ids))
+
+
 #: the graph tables' schema, step by step (:mod:`unirag.store.schema`)
 MIGRATIONS: tuple[Migration, ...] = (
     tables_migration(1, "extractions, entities, relationships, claims, chunk_links", _SCHEMA),
     Migration(2, "tree_nodes keyed by (tree, id): tree variants", _tree_variants),
+    tables_migration(3, "merge_state: what extending the merged graph needs per key", _MERGE_STATE),
 )
 
 
@@ -151,17 +173,26 @@ class GraphStore:
         """Empty the merged graph, chunk links and trees (an emptied corpus has none)."""
         self._graph = None
         with self.db:
-            for table in ("entities", "relationships", "claims", "chunk_links", "tree_nodes"):
+            for table in ("entities", "relationships", "claims", "merge_state", "chunk_links", "tree_nodes"):
                 self.db.execute(f"DELETE FROM {table}")
 
     def load_extractions(self, extractor: str, chunk_ids: list[str]) -> list[ChunkExtraction]:
-        """Extractions in ``chunk_ids`` order (chunks without one are skipped)."""
+        """Extractions in ``chunk_ids`` order (chunks without one are skipped); a few chunks
+        (an insert's) are looked up by key instead of scanning the extractor's rows."""
         found: dict[str, ChunkExtraction] = {}
-        rows = self.db.execute("SELECT chunk_id, payload FROM extractions WHERE extractor = ?", (extractor,))
         wanted = set(chunk_ids)
-        for chunk_id, payload in rows:
-            if chunk_id in wanted:
-                found[chunk_id] = ChunkExtraction.from_json(json.loads(payload))
+        if len(wanted) <= _LOOKUP_AT_MOST:
+            ordered = list(wanted)
+            for start in range(0, len(ordered), 500):
+                part = ordered[start:start + 500]
+                rows = self.db.execute(f"SELECT chunk_id, payload FROM extractions WHERE extractor = ? AND chunk_id IN "
+                                       f"({','.join('?' * len(part))})", (extractor, *part))
+                found.update((chunk_id, ChunkExtraction.from_json(json.loads(payload))) for chunk_id, payload in rows)
+        else:
+            rows = self.db.execute("SELECT chunk_id, payload FROM extractions WHERE extractor = ?", (extractor,))
+            for chunk_id, payload in rows:
+                if chunk_id in wanted:
+                    found[chunk_id] = ChunkExtraction.from_json(json.loads(payload))
         return [found[cid] for cid in chunk_ids if cid in found]
 
     def extraction_failures(self, extractor: str) -> Counter[str]:
@@ -174,26 +205,53 @@ class GraphStore:
         return total
 
     # -- merged graph ------------------------------------------------------
-    def save_graph(self, graph: MergedGraph) -> None:
+    def save_graph(self, graph: MergedGraph, states: Iterable[tuple[str, str]] = ()) -> None:
+        """Replace the merged graph and its merge state (``states``: (key, state); none given,
+        none kept, so a graph written without them is never extended)."""
         self._graph = None
         with self.db:
-            for table in ("entities", "relationships", "claims"):
+            for table in ("entities", "relationships", "claims", "merge_state"):
                 self.db.execute(f"DELETE FROM {table}")
-            self.db.executemany(
-                "INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?)",
-                [(e.id, e.name, e.type, e.description, json.dumps(e.chunk_ids), e.mentions)
-                 for e in graph.entities.values()],
-            )
-            self.db.executemany(
-                "INSERT INTO relationships VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(r.id, r.source, r.target, r.relation, r.description, json.dumps(r.keywords), r.weight,
-                  r.strength, json.dumps(r.chunk_ids)) for r in graph.relationships.values()],
-            )
+            self.db.executemany("INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?)",
+                                [_entity_row(e) for e in graph.entities.values()])
+            self.db.executemany("INSERT INTO relationships VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [_relationship_row(r) for r in graph.relationships.values()])
             self.db.executemany(
                 "INSERT INTO claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(c.id, c.subject, c.object, c.type, c.status, c.date, c.description, json.dumps(c.chunk_ids))
                  for c in graph.claims.values()],
             )
+            self.db.executemany("INSERT INTO merge_state VALUES (?, ?)", list(states))
+
+    def save_graph_changes(self, graph: MergedGraph, changed: Iterable[str], new_entities: list[str],
+                           new_relationships: list[str], states: Iterable[tuple[str, str]]) -> None:
+        """Write an extended graph: rows of ``changed`` keys updated in place (so every row keeps
+        its place in insertion order), rows of new keys appended in ``graph`` order, and the
+        touched keys' merge states; ``graph`` becomes what :meth:`shared_graph` returns."""
+        self._graph = None
+        fresh = set(new_entities) | set(new_relationships)
+        updates = [key for key in changed if key not in fresh]
+        with self.db:
+            self.db.executemany(_ENTITY_UPDATE, [(*_entity_row(graph.entities[key])[1:], key)
+                                                 for key in updates if key in graph.entities])
+            self.db.executemany(_RELATIONSHIP_UPDATE, [(*_relationship_row(graph.relationships[key])[1:], key)
+                                                       for key in updates if key in graph.relationships])
+            self.db.executemany("INSERT INTO entities VALUES (?, ?, ?, ?, ?, ?)",
+                                [_entity_row(graph.entities[key]) for key in new_entities])
+            self.db.executemany("INSERT INTO relationships VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [_relationship_row(graph.relationships[key]) for key in new_relationships])
+            self.db.executemany(self.db.dialect.replace_into("merge_state", ("id", "state"), ("id",)), list(states))
+        self._graph = graph
+
+    def load_merge_states(self, ids: list[str]) -> dict[str, list[Any]]:
+        """The stored merge state of each of ``ids`` that has one."""
+        found: dict[str, list[Any]] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            rows = self.db.execute(f"SELECT id, state FROM merge_state WHERE id IN ({','.join('?' * len(part))})",
+                                   part)
+            found.update((key, json.loads(state)) for key, state in rows)
+        return found
 
     def shared_graph(self) -> MergedGraph:
         """The merged graph read once for a whole build: a build reads it for every vector index
@@ -202,6 +260,10 @@ class GraphStore:
         if self._graph is None:
             self._graph = self.load_graph()
         return self._graph
+
+    def forget_shared_graph(self) -> None:
+        """Drop the graph :meth:`shared_graph` read (a caller changed it and did not save it)."""
+        self._graph = None
 
     def load_graph(self) -> MergedGraph:
         graph = MergedGraph()
@@ -280,6 +342,11 @@ class GraphStore:
     def save_chunk_links(self, kind: str, links: Iterable[tuple[str, str, int]]) -> None:
         with self.db:
             self.db.execute("DELETE FROM chunk_links WHERE kind = ?", (kind,))
+            self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
+
+    def add_chunk_links(self, kind: str, links: Iterable[tuple[str, str, int]]) -> None:
+        """Add the links of chunks the stored ``kind`` links do not know yet (an extended graph's)."""
+        with self.db:
             self.db.executemany("INSERT INTO chunk_links VALUES (?, ?, ?, ?)", [(kind, a, b, n) for a, b, n in links])
 
     def load_chunk_links(self, kind: str) -> list[tuple[str, str, int]]:

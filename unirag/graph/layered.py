@@ -142,10 +142,29 @@ class Summary:
 class Ask:
     """One group's summary to obtain: the request (None: no call) and the reader that
     turns the reply text (``""`` when nothing was asked, or on the zero-LLM path)
-    into a :class:`Summary`, falling back to an extractive one where it must."""
+    into a :class:`Summary`, falling back to an extractive one where it must.
+
+    ``build`` makes the request only when it is sent: on an incremental update most
+    groups keep their last summary (:func:`build_levels` swaps their asks), and
+    fitting their prompts to the token budget would cost as much as a full build.
+    """
 
     request: ChatRequest | None
     read: Callable[[str], Summary]
+    build: Callable[[], ChatRequest] | None = None
+
+    @property
+    def calls_model(self) -> bool:
+        """Whether this ask sends a request (built now or when sent)."""
+        return self.request is not None or self.build is not None
+
+    def to_send(self) -> ChatRequest:
+        """The request, built now when it was deferred."""
+        if self.request is not None:
+            return self.request
+        if self.build is None:
+            raise ValueError("this ask sends no request")
+        return self.build()
 
 
 @dataclass(frozen=True)
@@ -246,11 +265,11 @@ def _kept(summary: Summary, reply: str) -> Summary:
 def ask_all(asks: Sequence[Ask], models: BuildModels, label: str) -> list[Summary]:
     """Every ask's summary, in order: the requests run concurrently (:func:`complete_all`,
     ``chat=None`` makes no call), then each reply is read by its own reader."""
-    requests = [ask.request for ask in asks if ask.request is not None]
+    requests = [ask.to_send() for ask in asks if ask.calls_model]
     replies = iter(complete_all(models.chat, requests, models.concurrency, models.progress, label))
     out: list[Summary] = []
     for ask in asks:
-        if ask.request is None:
+        if not ask.calls_model:
             out.append(ask.read(""))
             continue
         reply = next(replies)
@@ -385,7 +404,7 @@ def build_levels(algorithm: LayeredAlgorithm[L, C, R], layer: L, models: BuildMo
         asks = algorithm.asks(layer, clustering, level)
         if algorithm.carrier is not None:
             for index, record in enumerate(algorithm.carrier.kept(level)):
-                if record is not None and asks[index].request is not None:
+                if record is not None and asks[index].calls_model:
                     asks[index] = Ask(None, partial(_kept, algorithm.kept(record)))
         summaries = ask_all(asks, models, labels.summarising.format(level=level))
         level_stats.count(summaries)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from unirag.graph.types import ChunkExtraction
 from unirag.prompts.prompt import PromptLibrary
@@ -75,7 +76,7 @@ class MergedGraph:
 
 
 @dataclass
-class _Acc:
+class Accumulator:
     """Accumulates one element's mentions before they become an Entity/Relationship."""
 
     names: Counter[str] = field(default_factory=Counter)
@@ -106,18 +107,28 @@ def _top(counter: Counter[str]) -> str:
     return min(value for value, count in counter.items() if count == best)
 
 
-def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
-    """One graph from many chunks' extractions (pure; no model calls)."""
-    entities: dict[str, _Acc] = {}
-    relations: dict[str, _Acc] = {}
-    claims: dict[str, _Acc] = {}
-    for extraction in extractions:
+class Accumulators:
+    """Every element's mentions so far, per matching key.
+
+    A merge is per key and in chunk order, so the accumulators of keys that new chunks
+    do not mention stay as they were; :mod:`unirag.graph.merge_update` seeds the touched
+    ones from their stored state and feeds only the new chunks.
+    """
+
+    def __init__(self) -> None:
+        self.entities: dict[str, Accumulator] = {}
+        self.relations: dict[str, Accumulator] = {}
+        self.claims: dict[str, Accumulator] = {}
+
+    def add(self, extraction: ChunkExtraction) -> None:
+        """Fold one chunk's mentions in (chunks must come in corpus order)."""
+        entities, relations, claims = self.entities, self.relations, self.claims
         cid = extraction.chunk_id
         for mention in extraction.entities:
             key = normalize_name(mention.name)
             if not key:
                 continue
-            acc = entities.setdefault(key, _Acc())
+            acc = entities.setdefault(key, Accumulator())
             acc.names[mention.name.strip()] += 1
             if mention.type:
                 acc.types[mention.type.strip().lower()] += 1
@@ -130,11 +141,11 @@ def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
                 continue
             for key, name in ((a, rel.source), (b, rel.target)):
                 if key not in entities:  # endpoints always exist as nodes
-                    entities[key] = _Acc()
+                    entities[key] = Accumulator()
                     entities[key].names[name.strip()] += 1
                 entities[key].add_chunk(cid)
             pair = "|".join(sorted((a, b)))
-            acc = relations.setdefault(pair, _Acc(ends=(a, b)))
+            acc = relations.setdefault(pair, Accumulator(ends=(a, b)))
             if rel.relation:
                 acc.relations[rel.relation.strip().lower()] += 1
             acc.add_description(rel.description)
@@ -150,34 +161,79 @@ def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
             if not subject:
                 continue
             key = "|".join((subject, normalize_name(claim.object), claim.type.lower(), claim.description.strip()))
-            acc = claims.setdefault(key, _Acc(ends=(subject, claim.object.strip())))
+            acc = claims.setdefault(key, Accumulator(ends=(subject, claim.object.strip())))
             acc.types[claim.type.strip().lower()] += 1
             acc.relations[claim.status.upper()] += 1
             acc.names[claim.date.strip()] += 1
             acc.add_description(claim.description)
             acc.add_chunk(cid)
-    graph = MergedGraph()
-    for key, acc in entities.items():
-        graph.entities[key] = Entity(
-            key, _top(acc.names), _top(acc.types), "\n".join(acc.descriptions), acc.chunk_ids, max(acc.mentions, 1)
-        )
-    for key, acc in relations.items():
-        graph.relationships[key] = Relationship(
-            key, acc.ends[0], acc.ends[1], _top(acc.relations), "\n".join(acc.descriptions), acc.keywords,
-            float(acc.mentions), acc.strength, acc.chunk_ids,
-        )
-    for number, (key, acc) in enumerate(sorted(claims.items())):
-        graph.claims[f"claim-{number}"] = Claim(
-            f"claim-{number}", acc.ends[0], acc.ends[1], _top(acc.types), _top(acc.relations), _top(acc.names),
-            "\n".join(acc.descriptions), acc.chunk_ids,
-        )
-    return graph
+
+    def graph(self) -> MergedGraph:
+        """The merged elements, in the order their keys were first met."""
+        graph = MergedGraph()
+        for key, acc in self.entities.items():
+            graph.entities[key] = entity_of(key, acc)
+        for key, acc in self.relations.items():
+            graph.relationships[key] = relationship_of(key, acc)
+        for number, (key, acc) in enumerate(sorted(self.claims.items())):
+            graph.claims[f"claim-{number}"] = Claim(
+                f"claim-{number}", acc.ends[0], acc.ends[1], _top(acc.types), _top(acc.relations), _top(acc.names),
+                "\n".join(acc.descriptions), acc.chunk_ids,
+            )
+        return graph
+
+
+def entity_of(key: str, acc: Accumulator) -> Entity:
+    """The merged entity of one key's accumulated mentions (description not yet shortened)."""
+    return Entity(key, _top(acc.names), _top(acc.types), "\n".join(acc.descriptions), acc.chunk_ids,
+                  max(acc.mentions, 1))
+
+
+def relationship_of(key: str, acc: Accumulator) -> Relationship:
+    """The merged relationship of one pair's accumulated mentions (description not yet shortened)."""
+    return Relationship(key, acc.ends[0], acc.ends[1], _top(acc.relations), "\n".join(acc.descriptions),
+                        acc.keywords, float(acc.mentions), acc.strength, acc.chunk_ids)
+
+
+def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
+    """One graph from many chunks' extractions (pure; no model calls)."""
+    accumulators = Accumulators()
+    for extraction in extractions:
+        accumulators.add(extraction)
+    return accumulators.graph()
+
+
+def long_descriptions(
+    graph: MergedGraph, max_tokens: int, count_tokens: Callable[[str], int], ids: Collection[str] | None = None,
+) -> list[tuple[str, Entity | Relationship]]:
+    """(subject, element) of every merged description over ``max_tokens``, of the elements
+    ``ids`` only when given (entity keys never hold ``|``, relationship keys always do)."""
+    entities = graph.entities.values() if ids is None else [graph.entities[i] for i in ids if i in graph.entities]
+    relationships = (graph.relationships.values() if ids is None
+                     else [graph.relationships[i] for i in ids if i in graph.relationships])
+    long_items: list[tuple[str, Entity | Relationship]] = []
+    for entity in entities:
+        if "\n" in entity.description and count_tokens(entity.description) > max_tokens:
+            long_items.append((entity.name, entity))
+    for rel in relationships:
+        if "\n" in rel.description and count_tokens(rel.description) > max_tokens:
+            subject = f"the relationship between {graph.entities[rel.source].name} and {graph.entities[rel.target].name}"
+            long_items.append((subject, rel))
+    return long_items
 
 
 def shorten_descriptions(
-    graph: MergedGraph,
+    graph: MergedGraph, max_tokens: int, count_tokens: Callable[[str], int], truncate: Callable[[str, int], str],
+    **options: Any,
+) -> int:
+    """Bring every description over ``max_tokens`` back under it; returns how many.
+    ``options``: those of :func:`shorten_items` (chat, concurrency, progress, max_tokens_out, prompts)."""
+    return shorten_items(long_descriptions(graph, max_tokens, count_tokens), max_tokens, truncate, **options)
+
+
+def shorten_items(
+    long_items: list[tuple[str, Entity | Relationship]],
     max_tokens: int,
-    count_tokens: Callable[[str], int],
     truncate: Callable[[str, int], str],
     chat: ChatModel | None = None,
     concurrency: int = 4,
@@ -185,19 +241,11 @@ def shorten_descriptions(
     max_tokens_out: int = 300,
     prompts: PromptLibrary | None = None,
 ) -> int:
-    """Bring every description over ``max_tokens`` back under it; returns how many.
+    """Shorten the given (subject, element) descriptions in place; returns how many.
 
     With a chat model each is summarised (GraphRAG §3.1.3; cached, so reruns
     are free); without one (the zero-LLM path) the text is cut at the limit.
     """
-    long_items: list[tuple[str, Entity | Relationship]] = []
-    for entity in graph.entities.values():
-        if "\n" in entity.description and count_tokens(entity.description) > max_tokens:
-            long_items.append((entity.name, entity))
-    for rel in graph.relationships.values():
-        if "\n" in rel.description and count_tokens(rel.description) > max_tokens:
-            subject = f"the relationship between {graph.entities[rel.source].name} and {graph.entities[rel.target].name}"
-            long_items.append((subject, rel))
     if not long_items:
         return 0
     if chat is None:

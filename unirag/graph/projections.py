@@ -102,6 +102,27 @@ def shared_entity_links(graph: MergedGraph, chunk_ids: list[str], minimum: int) 
     ]
 
 
+def new_chunk_links(graph: MergedGraph, chunk_ids: list[str], added: list[str], minimum: int
+                    ) -> list[tuple[str, str, int]]:
+    """The pairs of :func:`shared_entity_links` that hold a chunk of ``added``, without the
+    whole product: only the entities of those chunks are counted. Pairs come as there
+    (earlier chunk first), in ``chunk_ids`` order of their first chunk, then of the second."""
+    position = {cid: i for i, cid in enumerate(chunk_ids)}
+    new = set(added)
+    shared: dict[tuple[int, int], int] = {}
+    for entity in graph.entities.values():
+        if new.isdisjoint(entity.chunk_ids):
+            continue
+        rows = sorted(position[cid] for cid in entity.chunk_ids if cid in position)
+        fresh = [row for row in rows if chunk_ids[row] in new]
+        for j in fresh:
+            for i in rows:
+                if i < j or (i > j and chunk_ids[i] not in new):
+                    pair = (i, j) if i < j else (j, i)
+                    shared[pair] = shared.get(pair, 0) + 1
+    return [(chunk_ids[i], chunk_ids[j], n) for (i, j), n in sorted(shared.items()) if n >= minimum]
+
+
 def _entity_nodes(graph: MergedGraph, textual: bool) -> list[dict[str, Any]]:
     nodes = []
     for e in graph.entities.values():

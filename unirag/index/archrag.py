@@ -106,7 +106,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -125,7 +125,7 @@ from unirag.index.hierarchy import (
     level_communities,
 )
 from unirag.index.knn_update import NeighbourLists, exact_lists, nearest_lists
-from unirag.llm.base import normalise_rows
+from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary
 from unirag.text.tokenizer import Tokenizer
 
@@ -533,7 +533,7 @@ def archrag_partition(graph: EntityGraph, config: ArchragConfig = ArchragConfig(
 # -- quality ---------------------------------------------------------------------------
 
 
-def community_quality(vectors: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+def community_quality(vectors: np.ndarray, labels: np.ndarray, per_node: np.ndarray | None = None) -> dict[str, Any]:
     """The paper's community-quality metrics of one partition of ``vectors``.
 
     * ``chi``: Calinski-Harabasz index, eq. 3:
@@ -545,13 +545,17 @@ def community_quality(vectors: np.ndarray, labels: np.ndarray) -> dict[str, Any]
       singleton scores 1, so ``cosine_multi`` also gives the mean over nodes
       in clusters of two or more (None when there are none).
     * ``clusters``, ``singletons``: counts.
+
+    ``per_node``: :func:`cosine_to_centroid` of these vectors and labels where the caller
+    has it already (it does not depend on how the clusters are numbered).
     """
     x = np.asarray(vectors, dtype=np.float64)
     labels = canonical_labels(labels)
     n = len(labels)
     if n == 0:
         return {"chi": None, "cosine": None, "cosine_multi": None, "clusters": 0, "singletons": 0}
-    per_node = cosine_to_centroid(x, labels)
+    if per_node is None:
+        per_node = cosine_to_centroid(x, labels)
     counts = np.bincount(labels)
     c = len(counts)
     multi = counts[labels] >= 2
@@ -605,6 +609,7 @@ class _ArchragLayer(Layer):
 class _ArchragClustering(Clustering):
     labels: np.ndarray  # community label of every node (singletons included)
     edges: np.ndarray  # E': the augmented edges the labels came from
+    cosine: np.ndarray  # per node, cosine to its community's centroid (the records' payload)
 
 
 def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _ArchragLayer:
@@ -641,7 +646,7 @@ def _build_prompt(
     group: Sequence[int],
     layer: _ArchragLayer,
     degree: np.ndarray,
-    tokens: Sequence[int],
+    tokens: Mapping[int, int],
     relations: Sequence[Relation],
     config: ArchragConfig,
     tokenizer: Tokenizer,
@@ -765,14 +770,15 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         counts = np.bincount(labels)
         order = np.argsort(labels, kind="stable")
         groups = [g.tolist() for g in np.split(order, np.cumsum(counts)[:-1]) if len(g) >= 2]
-        quality = community_quality(layer.vectors, labels)
+        per_node = cosine_to_centroid(layer.vectors, labels)
+        quality = community_quality(layer.vectors, labels, per_node)
         knn = self.knn_updates.get(level, {})
         stats = {"edges": len(layer.edges), "augmented_edges": len(edges), "knn_k": changes["k"],
                  "knn_lists": knn.get("mode", "none"), "knn_recomputed": knn.get("recomputed", 0),
                  "added_edges": changes["added_edges"], "removed_edges": changes["removed_edges"],
                  "chi": quality["chi"], "cosine": quality["cosine"], "cosine_multi": quality["cosine_multi"],
                  "truncated_prompts": 0}
-        return _ArchragClustering(groups, stats, labels=labels, edges=edges)
+        return _ArchragClustering(groups, stats, labels=labels, edges=edges, cosine=per_node)
 
     def _carried(self, layer: _ArchragLayer, level: int, edges: np.ndarray) -> list[np.ndarray] | None:
         """The previous build's communities of this level, new entities attached (incremental update):
@@ -791,29 +797,37 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         return None if grouping is None else grouping.groups
 
     def asks(self, layer: _ArchragLayer, clustering: _ArchragClustering, level: int) -> list[Ask]:
-        """Step 4: one ``archrag_summary`` prompt per community, members by degree in G'."""
-        config, tokenizer, labels = self.config, self.models.tokenizer, clustering.labels
+        """Step 4: one ``archrag_summary`` prompt per community, members by degree in G'.
+
+        Prompts are built when sent (:class:`Ask`), so a community that keeps its summary on
+        an update costs no token counting; ``truncated_prompts`` counts the prompts sent."""
+        labels = clustering.labels
         degree = np.bincount(clustering.edges.reshape(-1), minlength=len(layer))
-        tokens = tokenizer.count_many(layer.texts)
         relations = _relations_by_group(layer, labels)
         asks = []
         for group in clustering.groups:
-            prompt = _build_prompt(group, layer, degree, tokens, relations.get(int(labels[group[0]]), []), config,
-                                   tokenizer)
-            clustering.stats["truncated_prompts"] += int(prompt.truncated)
-            request = self.prompt.request(
-                SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
-                json_mode=True, max_words=str(config.summary_max_words), members=prompt.members,
-                relations=prompt.relations,
-            )
             names = [layer.names[i] for i in sorted(group, key=lambda i: (-int(degree[i]), i))]
-            asks.append(Ask(request, partial(_read_summary, names)))
+            build = partial(self._request, layer, clustering, group, degree, relations.get(int(labels[group[0]]), []))
+            asks.append(Ask(None, partial(_read_summary, names), build))
         return asks
+
+    def _request(self, layer: _ArchragLayer, clustering: _ArchragClustering, group: list[int], degree: np.ndarray,
+                 relations: list[Relation]) -> ChatRequest:
+        """The summary request of one community (counted in ``truncated_prompts`` when cut)."""
+        config, tokenizer = self.config, self.models.tokenizer
+        tokens = dict(zip(group, tokenizer.count_many([layer.texts[i] for i in group])))
+        prompt = _build_prompt(group, layer, degree, tokens, relations, config, tokenizer)
+        clustering.stats["truncated_prompts"] += int(prompt.truncated)
+        return self.prompt.request(
+            SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
+            json_mode=True, max_words=str(config.summary_max_words), members=prompt.members,
+            relations=prompt.relations,
+        )
 
     def records(self, layer: _ArchragLayer, clustering: _ArchragClustering, summaries: list[Summary],
                 vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
         built = level_communities(HIERARCHY, level, layer, clustering.groups, summaries, below, sort_entities=True)
-        per_node_cosine = cosine_to_centroid(layer.vectors, clustering.labels)
+        per_node_cosine = clustering.cosine
         for community, group, summary in zip(built, clustering.groups, summaries):
             community.payload = {"size": len(group), "entity_count": len(community.entities),
                                  "cosine": round(float(per_node_cosine[group].mean()), 6),
@@ -824,8 +838,9 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
                    vectors: np.ndarray, level: int) -> tuple[_ArchragLayer, list[CommunityLink]]:
         """Step 5: communities linked where their members are linked in E'."""
         owner = np.full(len(layer), -1, dtype=np.int64)
-        for index, group in enumerate(clustering.groups):
-            owner[group] = index
+        sizes = [len(group) for group in clustering.groups]
+        members = np.fromiter((row for group in clustering.groups for row in group), dtype=np.int64, count=sum(sizes))
+        owner[members] = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         edges, weights = _next_layer_edges(clustering.edges, owner)
         pairs = list(zip(edges.tolist(), weights.tolist()))
         links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(w)) for (a, b), w in pairs]

@@ -267,11 +267,21 @@ def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple
     config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        from unirag.index.community_store import CommunityStore
+        from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
 
         graph = _load_entity_graph(ctx, with_vectors=False)
-        previous = CommunityStore(ctx.workspace).load("graphrag") if make_carrier(graph.ids) is not None else None
-        return build_graphrag_communities(graph, summary_models(ctx), config, previous), graph.ids
+        carrier = make_carrier(graph.ids)
+        models = summary_models(ctx)
+        # the carrier holds the last build's communities (by level, in the store's order): not loaded twice
+        previous = [node.record for nodes in carrier.previous.values() for node in nodes] \
+            if carrier is not None else None
+        # context lines' token counts: an update counts only lines the last builds did not (a full build afresh)
+        tokens_file = ctx.workspace.artifact_path(f"communities.{name.replace(':', '.')}.line_tokens.npz")
+        line_tokens = load_line_tokens(tokens_file, models.tokenizer.name) if carrier is not None \
+            else LineTokens(models.tokenizer.name)
+        result = build_graphrag_communities(graph, models, config, previous, line_tokens)
+        save_line_tokens(tokens_file, line_tokens)
+        return result, graph.ids
 
     return config, run
 
@@ -458,7 +468,7 @@ def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
         from unirag.index.community_store import CommunityStore
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
-        communities = CommunityStore(ctx.workspace).load(name)
+        communities = CommunityStore(ctx.workspace).heads(name)
         return build_text_vectors(
             ctx.workspace, ctx.models.embedder, f"community_vectors:{name}", f"community_vectors.{name}",
             [c.id for c in communities], [community_text(c) for c in communities],
@@ -503,7 +513,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     row = {community_id: i for i, community_id in enumerate(ids)}
     layers = [(list(entity_ids), np.asarray(entity_vectors, dtype=np.float32))]
     by_level: dict[int, list[str]] = {}
-    for community in CommunityStore(ctx.workspace).load(hierarchy):
+    for community in CommunityStore(ctx.workspace).heads(hierarchy):
         by_level.setdefault(community.level, []).append(community.id)
     for level in sorted(by_level):
         members = by_level[level]

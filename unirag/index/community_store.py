@@ -11,6 +11,7 @@ never sees half of one.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from unirag.index.hierarchy import Community, CommunityLink, HierarchyResult
 from unirag.store.database import Database
@@ -40,6 +41,16 @@ MIGRATIONS: tuple[Migration, ...] = (
     tables_migration(1, "communities, community_links", _SCHEMA),
     Migration(2, "community_links.digest", _link_digests),
 )
+
+
+@dataclass(frozen=True)
+class CommunityHead:
+    """A stored community's id, level, title and summary (:meth:`CommunityStore.heads`)."""
+
+    id: str
+    level: int
+    title: str
+    summary: str
 
 
 class CommunityStore:
@@ -85,6 +96,13 @@ class CommunityStore:
                       parent=r[7], rating=r[8], payload=json.loads(r[9]))
             for r in rows
         ]
+
+    def heads(self, hierarchy: str) -> list[CommunityHead]:
+        """Every community's id, level, title and summary, in :meth:`load`'s order, without
+        parsing members and payloads (what community vectors and indices need)."""
+        rows = self.db.execute(
+            "SELECT id, level, title, summary FROM communities WHERE hierarchy = ? ORDER BY level, id", (hierarchy,))
+        return [CommunityHead(*row) for row in rows]
 
     def load_links(self, hierarchy: str) -> list[CommunityLink]:
         rows = self.db.execute(

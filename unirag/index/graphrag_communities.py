@@ -17,8 +17,8 @@ Three steps, each a separate function so that each can be tested alone:
    For a community with sub-communities whose elements do not all fit, the
    sub-communities are ranked by the tokens of their elements (descending) and
    their reports are substituted, one at a time, until the context fits. It is a
-   pure function of precomputed :class:`ReportElements`, so any token counter
-   (words, in tests) gives an exactly known answer.
+   pure function of :class:`ReportElements` (lines rendered and counted on
+   first use), so any token counter (words, in tests) gives an exactly known answer.
 3. :func:`build_graphrag_communities` asks the model once per community
    (prompt ``community_report``, stage ``index.graphrag.report``), leaves
    first, so every parent can quote its children's reports.
@@ -90,6 +90,7 @@ import numpy as np
 
 from unirag.graph.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
 from unirag.index.hierarchy import Community, EntityGraph, HierarchyResult, community_id
+from unirag.index.line_tokens import LineTokens
 
 HIERARCHY = "graphrag"
 STAGE = "index.graphrag.report"
@@ -365,9 +366,53 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+class _Lines(Sequence[str]):
+    """Context lines rendered on first use: an update asks for the reports of the few
+    communities that changed, so rendering a line for every element would cost as much as
+    a full build."""
+
+    def __init__(self, render: Callable[[int], str], n: int) -> None:
+        self._render = render
+        self._lines: list[str | None] = [None] * n
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        line = self._lines[index]
+        if line is None:
+            line = self._lines[index] = self._render(index)
+        return line
+
+
+class _Costs:
+    """Token costs ``count(line + "\\n")`` of :class:`_Lines`, counted on first use and kept.
+
+    Indexed like the array it stands for (an int, a list or an array of positions)."""
+
+    def __init__(self, lines: _Lines, count_tokens: Callable[[str], int]) -> None:
+        self._lines, self._count = lines, count_tokens
+        self._costs = np.full(len(lines), -1, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._costs)
+
+    def __getitem__(self, index: Any) -> Any:
+        positions = np.asarray(index, dtype=np.int64)
+        flat = positions.reshape(-1)
+        missing = flat[self._costs[flat] < 0]
+        if len(missing):
+            for i in np.unique(missing).tolist():
+                self._costs[i] = self._count(self._lines[i] + "\n")
+        return self._costs[positions]
+
+    def tolist(self) -> list[int]:
+        return self[np.arange(len(self._costs))].tolist()
+
+
 @dataclass(frozen=True)
 class ReportElements:
-    """Element summaries of the whole graph, rendered and counted once.
+    """Element summaries of the whole graph, each rendered and counted once, when first used.
 
     ``entity_lines[i]`` / ``edge_lines[j]`` are context lines; ``*_tokens``
     their costs (``count(line + "\\n")``); ``degrees`` distinct neighbours;
@@ -376,10 +421,10 @@ class ReportElements:
 
     graph: EntityGraph
     count_tokens: Callable[[str], int]
-    entity_lines: list[str]
-    entity_tokens: np.ndarray
-    edge_lines: list[str]
-    edge_tokens: np.ndarray
+    entity_lines: _Lines
+    entity_tokens: _Costs
+    edge_lines: _Lines
+    edge_tokens: _Costs
     degrees: np.ndarray
     edge_priority: np.ndarray
     header_tokens: int
@@ -387,34 +432,32 @@ class ReportElements:
 
     @classmethod
     def from_graph(cls, graph: EntityGraph, count_tokens: Callable[[str], int]) -> ReportElements:
-        entity_lines = []
-        for row in range(len(graph)):
+        def entity_line(row: int) -> str:
             name, kind = _one_line(graph.names[row]), _one_line(graph.types[row])
             description = _one_line(graph.descriptions[row])
             head = f"- {name} ({kind})" if kind else f"- {name}"
-            entity_lines.append(f"{head}: {description}" if description else head)
-        edge_lines = [
-            f"- {_one_line(graph.names[i])} -> {_one_line(graph.names[j])}: {_one_line(text) or 'related'}"
-            for (i, j), text in zip(graph.edges.tolist(), graph.relation_texts)
-        ]
+            return f"{head}: {description}" if description else head
+
+        def edge_line(edge: int) -> str:
+            i, j = graph.edges[edge].tolist()
+            text = _one_line(graph.relation_texts[edge]) or "related"
+            return f"- {_one_line(graph.names[i])} -> {_one_line(graph.names[j])}: {text}"
+
         adjacency = graph.adjacency()
         degrees = np.diff(adjacency.indptr).astype(np.int64)  # distinct neighbours (duplicates summed)
         priority = degrees[graph.edges[:, 0]] + degrees[graph.edges[:, 1]]  # (0,) when there are no edges
-
-        def cost(lines: list[str]) -> np.ndarray:
-            return np.array([count_tokens(line + "\n") for line in lines], dtype=np.int64)
-
+        entity_lines, edge_lines = _Lines(entity_line, len(graph)), _Lines(edge_line, len(graph.edges))
         return cls(
             graph=graph,
             count_tokens=count_tokens,
             entity_lines=entity_lines,
-            entity_tokens=cost(entity_lines),
+            entity_tokens=_Costs(entity_lines, count_tokens),
             edge_lines=edge_lines,
-            edge_tokens=cost(edge_lines),
+            edge_tokens=_Costs(edge_lines, count_tokens),
             degrees=degrees,
             edge_priority=priority.astype(np.int64),
-            header_tokens=int(cost([ENTITY_HEADER, RELATION_HEADER]).sum()),
-            report_header_tokens=int(cost([REPORT_HEADER]).sum()),
+            header_tokens=sum(count_tokens(line + "\n") for line in (ENTITY_HEADER, RELATION_HEADER)),
+            report_header_tokens=count_tokens(REPORT_HEADER + "\n"),
         )
 
     def internal_edges(self, rows: np.ndarray) -> np.ndarray:
@@ -540,8 +583,12 @@ def build_report_context(
     if edge_ids is None:
         edge_ids = elements.internal_edges(rows)
     edge_ids = np.asarray(edge_ids, dtype=np.int64)
-    full = elements.header_tokens + int(elements.entity_tokens[rows].sum()) + int(elements.edge_tokens[edge_ids].sum())
-    if full <= max_tokens or not sub_reports:
+    # Every line costs at least one token, so a community of more lines than the limit cannot
+    # fit whole: then its lines need not all be counted (a leaf's context counts only what fits).
+    fits = elements.header_tokens + len(rows) + len(edge_ids) <= max_tokens and (
+        elements.header_tokens + int(elements.entity_tokens[rows].sum()) + int(elements.edge_tokens[edge_ids].sum())
+        <= max_tokens)
+    if fits or not sub_reports:
         return _fill(elements, rows, edge_ids, (), max_tokens)
 
     # Which sub-community each row, and each edge, belongs to (-1: an edge between two).
@@ -818,9 +865,12 @@ def _report_round(
 
 def build_graphrag_communities(
     graph: EntityGraph, models: BuildModels, config: GraphragCommunityConfig = GraphragCommunityConfig(),
-    previous: Sequence[Community] | None = None,
+    previous: Sequence[Community] | None = None, line_tokens: LineTokens | None = None,
 ) -> HierarchyResult:
     """GraphRAG's community hierarchy with one report per community; see the module docstring.
+
+    ``line_tokens``: token counts of context lines kept from earlier builds (an update counts
+    only lines it has not seen; :mod:`unirag.index.line_tokens`), filled in with this build's.
 
     The clustering is top-down and all at once, and reports go leaves first
     (by height, across levels), so this builder uses only the summary step and
@@ -854,7 +904,8 @@ def build_graphrag_communities(
     kept = {(c.level, frozenset(c.entities)): c for c in previous} if previous and update is not None else {}
     counts: Counter[str] = Counter(substituted=0, truncated=0, max_context_tokens_used=0, repaired_reports=0)
     if nodes:
-        elements = ReportElements.from_graph(graph, models.tokenizer.count)
+        count = line_tokens.counter(models.tokenizer.count) if line_tokens is not None else models.tokenizer.count
+        elements = ReportElements.from_graph(graph, count)
         for height in range(1 + max(node.height for node in nodes)):
             batch = [node for node in nodes if node.height == height]
             _report_round(batch, nodes, elements, config, models, counts, f"graphrag reports, round {height + 1}",

@@ -119,7 +119,7 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
-from unirag.llm.base import normalise_rows
+from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary as parse_summary
 from unirag.text.sentences import first_sentence
 from unirag.text.tokenizer import Tokenizer
@@ -638,21 +638,25 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
         return None if grouping is None else grouping.groups
 
     def asks(self, layer: _HygragLayer, clustering: _HygragClustering, level: int) -> list[Ask]:
-        """One ``hygrag_summary`` prompt per bucket (Eq. 10-11), member texts fitted to the budget."""
+        """One ``hygrag_summary`` prompt per bucket (Eq. 10-11), member texts fitted to the budget
+        when the prompt is sent (:class:`Ask`: a bucket that keeps its summary counts no tokens)."""
         config, tokenizer = self.config, self.models.tokenizer
-        flat = [" ".join(text.split()) for text in layer.texts]
-        counts = tokenizer.count_many(flat)
         asks = []
         for rows in clustering.groups:
-            texts = _fit_budget([flat[i] for i in rows], [counts[i] for i in rows], config.max_input_tokens, tokenizer)
-            members = "\n".join(f"- [{layer.names[i]}] {text}" for i, text in zip(rows, texts))
-            request = self.prompt.request(
-                SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
-                json_mode=True, max_words=str(config.summary_max_words), members=members,
-            )
-            asks.append(Ask(request, partial(_read_summary, [flat[i] for i in rows], config.summary_max_tokens,
-                                             tokenizer)))
+            flat = [" ".join(layer.texts[i].split()) for i in rows]
+            asks.append(Ask(None, partial(_read_summary, flat, config.summary_max_tokens, tokenizer),
+                            partial(self._request, layer, rows, flat)))
         return asks
+
+    def _request(self, layer: _HygragLayer, rows: list[int], flat: list[str]) -> ChatRequest:
+        """One bucket's summary request: its members' one-line texts within the token budget."""
+        config, tokenizer = self.config, self.models.tokenizer
+        texts = _fit_budget(flat, tokenizer.count_many(flat), config.max_input_tokens, tokenizer)
+        members = "\n".join(f"- [{layer.names[i]}] {text}" for i, text in zip(rows, texts))
+        return self.prompt.request(
+            SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
+            json_mode=True, max_words=str(config.summary_max_words), members=members,
+        )
 
     def records(self, layer: _HygragLayer, clustering: _HygragClustering, summaries: list[Summary],
                 vectors: np.ndarray, level: int, below: list[Community]) -> list[Community]:
@@ -670,8 +674,10 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
 
         link_matrix = _bucket_links(layer.adjacency, clustering.buckets, len(layer))
         upper = triu(link_matrix, k=1).tocoo()
+        order = np.lexsort((upper.data, upper.col, upper.row))  # (row, col) pairs are unique: one sort, in C
         links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(weight))
-                 for a, b, weight in sorted(zip(upper.row.tolist(), upper.col.tolist(), upper.data.tolist()))]
+                 for a, b, weight in zip(upper.row[order].tolist(), upper.col[order].tolist(),
+                                         upper.data[order].tolist())]
         above = _HygragLayer(
             ids=[c.id for c in records],
             names=["summary"] * len(records),

@@ -115,6 +115,37 @@ def _carried(previous: NeighbourLists, ids: list[str], digests: np.ndarray) -> t
     return now_of_old, np.array(fresh, dtype=np.int64)
 
 
+def _merge_fresh(x: np.ndarray, kept_now: np.ndarray, fresh: np.ndarray, translated: np.ndarray,
+                 stored_sims: np.ndarray, last: np.ndarray, neighbours: np.ndarray, sims: np.ndarray) -> None:
+    """Write each kept row's list: its stored entries (``translated``/``stored_sims``, gone ones
+    dropped) with the fresh rows that rank above its last stored entry merged in.
+
+    Every kept row is compared with every fresh row, but only the few rows that
+    some fresh row outranks are merged and ranked again over their stored and fresh columns; the
+    others keep their stored list, only re-sorted so that equal similarities follow the new row
+    numbers. Both give what ranking every row over all its columns gives (fresh entries below
+    the last stored one are left out, as there), at a fraction of the sorting."""
+    width = neighbours.shape[1]
+    neighbours[kept_now], sims[kept_now] = _ranked(stored_sims, translated, width)
+    if not len(fresh):
+        return
+    # Blocks as large as one of exact_lists' (BLOCK_ROWS x all rows): a few large products, as
+    # BLAS threads cost more than they save on many small ones. Each entry is the same dot product.
+    block_rows = max(BLOCK_ROWS, BLOCK_ROWS * len(x) // len(fresh))
+    fresh_t = x[fresh].T
+    for start in range(0, len(kept_now), block_rows):
+        rows = kept_now[start:start + block_rows]
+        s = x[rows] @ fresh_t
+        above = s > last[start:start + len(rows), None]
+        hit = np.flatnonzero(above.any(axis=1))
+        if not len(hit):
+            continue
+        s = np.where(above[hit], s[hit], -np.inf).astype(np.float32)
+        both_sims = np.concatenate([stored_sims[start + hit], s], axis=1)
+        both_index = np.concatenate([translated[start + hit], np.broadcast_to(fresh, s.shape)], axis=1)
+        neighbours[rows[hit]], sims[rows[hit]] = _ranked(both_sims, both_index, width)
+
+
 def nearest_lists(ids: list[str], x: np.ndarray, k: int, previous: NeighbourLists | None,
                   full: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]) -> tuple[NeighbourLists, dict]:
     """Every row's nearest other rows (at least ``k`` exact ones), from ``previous`` where it
@@ -144,13 +175,7 @@ def nearest_lists(ids: list[str], x: np.ndarray, k: int, previous: NeighbourList
     stored_sims = np.take_along_axis(stored_sims, order, axis=1)
     valid = (translated >= 0).sum(axis=1)
     last = np.where(valid > 0, stored_sims[np.arange(len(kept_old)), np.maximum(valid - 1, 0)], np.inf)
-    for start in range(0, len(kept_now), BLOCK_ROWS):
-        rows = kept_now[start:start + BLOCK_ROWS]
-        s = x[rows] @ x[fresh].T if len(fresh) else np.zeros((len(rows), 0), np.float32)
-        s = np.where(s > last[start:start + len(rows), None], s, -np.inf).astype(np.float32)
-        both_sims = np.concatenate([stored_sims[start:start + len(rows)], s], axis=1)
-        both_index = np.concatenate([translated[start:start + len(rows)], np.broadcast_to(fresh, s.shape)], axis=1)
-        neighbours[rows], sims[rows] = _ranked(both_sims, both_index, width)
+    _merge_fresh(x, kept_now, fresh, translated, stored_sims, last, neighbours, sims)
     short = kept_now[(neighbours[kept_now] >= 0).sum(axis=1) < min(k, n - 1)]
     redo = np.union1d(fresh, short)
     if len(redo):

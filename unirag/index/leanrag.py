@@ -305,8 +305,11 @@ def _edge_groups(edges: np.ndarray, labels: np.ndarray) -> list[tuple[int, int, 
 
 def _central_order(vectors: np.ndarray, labels: np.ndarray, n_clusters: int) -> list[np.ndarray]:
     """Each cluster's rows, most central first (cosine to the cluster's mean vector; ties by row)."""
-    sums = np.zeros((n_clusters, vectors.shape[1]), dtype=np.float64)
-    np.add.at(sums, labels, vectors)
+    from scipy.sparse import csr_matrix
+
+    # One sparse product (members summed in row order, as np.add.at would, but in C).
+    membership = csr_matrix((np.ones(len(labels)), (labels, np.arange(len(labels)))), shape=(n_clusters, len(labels)))
+    sums = np.asarray(membership @ vectors.astype(np.float64))
     # Dot with the sum orders members like cosine with the mean (one positive scale per cluster).
     closeness = np.einsum("ij,ij->i", vectors.astype(np.float64), sums[labels])
     order = np.lexsort((np.arange(len(labels)), -closeness, labels))
@@ -337,13 +340,26 @@ def _fit_lines(lines: Sequence[str], budget: int, tokenizer: Tokenizer) -> tuple
     return out, used
 
 
-def _relation_lines(layer: Layer, edge_indices: np.ndarray) -> list[str]:
+def _relation_bodies(layer: Layer, edge_indices: np.ndarray) -> list[str]:
+    """``name -- name: relation`` of each edge (a relation line without its bullet)."""
     out = []
-    for e in edge_indices.tolist():
-        i, j = layer.edges[e]
-        text = _one_line(layer.edge_texts[e])
-        out.append(f"- {layer.names[i]} -- {layer.names[j]}" + (f": {text}" if text else ""))
+    names, texts = layer.names, layer.edge_texts
+    for e, (i, j) in zip(edge_indices.tolist(), layer.edges[edge_indices].tolist()):
+        text = _one_line(texts[e])
+        out.append(f"{names[i]} -- {names[j]}" + (f": {text}" if text else ""))
     return out
+
+
+def _relation_lines(layer: Layer, edge_indices: np.ndarray) -> list[str]:
+    return ["- " + body for body in _relation_bodies(layer, edge_indices)]
+
+
+def _truncated(text: str, budget: int, tokenizer: Tokenizer) -> str:
+    """``tokenizer.truncate(text, budget)`` without encoding a text that cannot pass the budget:
+    every token holds at least one byte, so a text of at most ``budget`` UTF-8 bytes fits."""
+    if len(text) <= budget and (text.isascii() or len(text.encode("utf-8")) <= budget):
+        return text
+    return tokenizer.truncate(text, budget)
 
 
 
@@ -374,8 +390,10 @@ def _clean_relation(reply: str) -> str:
     return _FENCE.sub("", reply.strip()).strip().strip("\"'").strip()
 
 
-def _entity_request(prompt: Prompt, layer: Layer, members: np.ndarray, relations: list[str], config: LeanragConfig,
+def _entity_request(prompt: Prompt, layer: Layer, members: np.ndarray, inside: np.ndarray, config: LeanragConfig,
                     temperature: float, tokenizer: Tokenizer) -> ChatRequest:
+    """Eq. 4's request for the cluster of ``members`` with the relations ``inside`` it (edge indices)."""
+    relations = _relation_lines(layer, inside)
     entity_lines = [f"- {_one_line(layer.names[r])}: {_one_line(layer.texts[r])}" for r in members.tolist()]
     budget = config.max_input_tokens * 2 // 3 if relations else config.max_input_tokens
     entities, used = _fit_lines(entity_lines, budget, tokenizer)
@@ -486,9 +504,9 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
             if len(rows) == 1:
                 asks.append(Ask(None, partial(_itself, layer.names[rows[0]], layer.texts[rows[0]])))
                 continue
-            relations = _relation_lines(layer, clustering.inside.get(c, np.zeros(0, np.int64)))
-            request = _entity_request(self.prompt, layer, rows, relations, config, self.models.temperature, tokenizer)
-            asks.append(Ask(request, partial(_read_entity, layer, rows, config, tokenizer)))
+            build = partial(_entity_request, self.prompt, layer, rows, clustering.inside.get(c, np.zeros(0, np.int64)),
+                            config, self.models.temperature, tokenizer)
+            asks.append(Ask(None, partial(_read_entity, layer, rows, config, tokenizer), build))
         return asks
 
     def records(self, layer: Layer, clustering: _LeanragClustering, summaries: list[Summary],
@@ -513,7 +531,7 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         names = [c.title for c in records]
         descriptions = [c.summary for c in records]
         previous = self.previous.get(level) if self.carrier is not None else None
-        bases = [self._basis(layer, idx) for _, _, idx in clustering.between]
+        bases = self._bases(layer, [idx for _, _, idx in clustering.between])
         strength, link_texts, digests, self.link_records[level] = _aggregate_relations(
             layer, clustering, names, descriptions, level, self.config, self.models, bases, previous)
         links = [
@@ -526,11 +544,33 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
                      entities=[c.entities for c in records], edges=edges, edge_texts=link_texts,
                      edge_keys=digests, edge_bases=bases), links
 
-    def _basis(self, layer: Layer, edge_indices: np.ndarray) -> np.ndarray:
-        """The entity-level relations under ``layer``'s edges ``edge_indices`` (sorted hashes)."""
+    def _bases(self, layer: Layer, groups: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Per group of ``layer``'s edges: the entity-level relations under them (sorted unique
+        hashes), for all groups in one sort rather than one ``np.unique`` per group."""
+        if not groups:
+            return []
         if layer.edge_bases:
-            return np.unique(np.concatenate([layer.edge_bases[int(i)] for i in edge_indices]))
-        return np.unique(self.base_hashes[edge_indices]) if len(self.base_hashes) else np.zeros(0, np.uint64)
+            edge_order = np.concatenate(groups)
+            parts = [layer.edge_bases[e] for e in edge_order.tolist()]
+            sizes = np.array([len(part) for part in parts], dtype=np.int64)
+            # every group holds at least one edge, so no two offsets are equal
+            group_sizes = np.add.reduceat(sizes, np.cumsum([0] + [len(g) for g in groups[:-1]]))
+            return _unique_per_group(np.concatenate(parts), group_sizes)
+        if not len(self.base_hashes):
+            return [np.zeros(0, np.uint64) for _ in groups]
+        return _unique_per_group(self.base_hashes[np.concatenate(groups)],
+                                 np.array([len(g) for g in groups], dtype=np.int64))
+
+
+def _unique_per_group(values: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+    """``np.unique`` of each run of ``sizes[i]`` consecutive ``values``, all runs in one sort."""
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    order = np.lexsort((values, group))
+    values, group = values[order], group[order]
+    first = np.ones(len(values), dtype=bool)
+    first[1:] = (values[1:] != values[:-1]) | (group[1:] != group[:-1])
+    kept = np.bincount(group[first], minlength=len(sizes))
+    return np.split(values[first], np.cumsum(kept)[:-1])
 
 
 def _aggregate_relations(
@@ -562,10 +602,12 @@ def _aggregate_relations(
     summarised: list[int] = []
     requests: list[ChatRequest] = []
     kept = drifted = 0
-    digests = [_relations_digest(layer, idx) for _, _, idx in between]
+    keys = _edge_keys(layer)
+    digests = [_relations_digest(keys, idx) for _, _, idx in between]
     records = [LinkBasis(digest, basis, False) for digest, basis in zip(digests, bases)]
+    bodies = _relation_bodies(layer, np.arange(len(layer.edges)))
     for position, (a, b, idx) in enumerate(between):
-        lines = _relation_lines(layer, idx)
+        lines = [bodies[e] for e in idx.tolist()]
         if strength[position] > tau and previous is not None:
             before, drift = _kept_link(previous, digests[position], bases[position], config.relink_share)
             if before >= 0:
@@ -577,7 +619,7 @@ def _aggregate_relations(
                 drifted += int(drift > 0)
                 continue
         if strength[position] > tau:
-            shown, _ = _fit_lines(lines, config.max_input_tokens, tokenizer)
+            shown, _ = _fit_lines(["- " + line for line in lines], config.max_input_tokens, tokenizer)
             requests.append(prompt.request(
                 RELATION_STAGE, max_tokens=config.summary_max_tokens, temperature=models.temperature,
                 name_a=names[a], description_a=tokenizer.truncate(_one_line(descriptions[a]), quote),
@@ -586,7 +628,7 @@ def _aggregate_relations(
             ))
             summarised.append(position)
             records[position].summarised = True
-        texts.append(tokenizer.truncate("\n".join(line[2:] for line in lines), config.max_input_tokens))
+        texts.append(_truncated("\n".join(lines), config.max_input_tokens, tokenizer))
     replies = complete_all(models.chat, requests, models.concurrency, models.progress,
                            f"leanrag level {level}: aggregating relations")
     stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0, kept_relations=kept,
@@ -614,17 +656,23 @@ def _kept_link(previous: PreviousLinks, digest: str, basis: np.ndarray, share: f
     return -1, drift
 
 
-def _relations_digest(layer: Layer, edge_indices: np.ndarray) -> str:
-    """Which entity-level relations a link aggregates. At level 1 its edges are relations
-    between entities: their sorted endpoint id pairs. Above, its edges are the aggregated
-    relations of the level below: their own digests, so a link whose underlying relations
-    did not change keeps its digest even when a cluster at either end gained or lost a
-    member elsewhere (the clusters' ids change then, the relations do not)."""
+def _edge_keys(layer: Layer) -> list[str]:
+    """What each edge of ``layer`` stands for in a link's digest. At level 1 its edges are
+    relations between entities: their sorted endpoint id pair. Above, its edges are the
+    aggregated relations of the level below: their own digests, so a link whose underlying
+    relations did not change keeps its digest even when a cluster at either end gained or
+    lost a member elsewhere (the clusters' ids change then, the relations do not)."""
     if layer.edge_keys:
-        keys = sorted(layer.edge_keys[int(i)] for i in edge_indices)
-    else:
-        keys = sorted("\x00".join(sorted((layer.ids[int(u)], layer.ids[int(v)]))) for u, v in layer.edges[edge_indices])
-    return hashlib.sha256("\x01".join(keys).encode("utf-8")).hexdigest()[:24]
+        return layer.edge_keys
+    ids = layer.ids
+    return ["\x00".join(sorted((ids[u], ids[v]))) for u, v in layer.edges.tolist()]
+
+
+def _relations_digest(keys: Sequence[str], edge_indices: np.ndarray) -> str:
+    """Which entity-level relations a link aggregates: the digest of its edges' sorted ``keys``
+    (:func:`_edge_keys`)."""
+    ordered = sorted(keys[i] for i in edge_indices.tolist())
+    return hashlib.sha256("\x01".join(ordered).encode("utf-8")).hexdigest()[:24]
 
 
 # -- the hierarchy -----------------------------------------------------------------

@@ -122,7 +122,8 @@ def load_link_bases(path: Path) -> dict[str, LinkBasis]:
     if not (len(levels) == len(digests) == len(summarised) == len(sizes)) or int(sizes.sum()) != len(hashes):
         return {}
     bases = np.split(hashes, np.cumsum(sizes)[:-1]) if len(sizes) else []
-    return {str(d): LinkBasis(str(d), b, bool(s)) for d, b, s in zip(digests, bases, summarised)}
+    # tolist(): Python str and bool in one C pass, not one numpy scalar per link
+    return {d: LinkBasis(d, b, s) for d, b, s in zip(digests.tolist(), bases, summarised.tolist())}
 
 
 def previous_link_levels(links: Sequence[Any], bases: Mapping[str, LinkBasis]) -> dict[int, PreviousLinks]:

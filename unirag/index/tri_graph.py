@@ -176,6 +176,7 @@ class PreviousTriGraph:
     """The last build's per-passage parts and embeddings (by text), what an update reuses."""
 
     parts: dict[str, PassagePart]
+    parts_json: dict[str, list[Any]]  # the stored form of ``parts``: written back as read, not re-serialised
     entity_rows: dict[str, int]  # display name -> row of entity_vectors
     entity_vectors: np.ndarray
     sentence_rows: dict[str, int]  # sentence -> row of sentence_vectors
@@ -203,7 +204,8 @@ def _previous_build(workspace: Workspace, config: dict[str, str]) -> tuple[Previ
     sentences = sorted({sentence for part in parts.values() for sentence, _ in part.sentences})
     if len(sentences) != stored.sentence_vectors.shape[0] or len(stored.entity_names) != len(stored.entity_vectors):
         return None, "previous files inconsistent"
-    return PreviousTriGraph(parts, {name: i for i, name in enumerate(stored.entity_names)}, stored.entity_vectors,
+    return PreviousTriGraph(parts, parts_json, {name: i for i, name in enumerate(stored.entity_names)},
+                            stored.entity_vectors,
                             {sentence: i for i, sentence in enumerate(sentences)}, stored.sentence_vectors), ""
 
 
@@ -310,7 +312,9 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
         tmp.write_text(json.dumps({"entity_ids": keys, "entity_names": [display[k] for k in keys],
                                    "chunk_ids": chunk_ids, "sentences": len(sentences)}), encoding="utf-8")
     with atomic_path(directory / PARTS_FILE) as tmp:
-        tmp.write_text(json.dumps({c: parts[c].to_json() for c in chunk_ids}), encoding="utf-8")
+        stored = previous.parts_json if previous is not None else {}
+        tmp.write_text(json.dumps({c: stored[c] if c in known else parts[c].to_json() for c in chunk_ids}),
+                       encoding="utf-8")
     update = {"mode": "update" if previous is not None else "full", "passages_read": len(new_ids),
               "entities_embedded": entities_embedded, "sentences_embedded": sentences_embedded}
     if previous is None:

@@ -18,12 +18,13 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from unirag.config import config_hash
-from unirag.index.vectors import HnswIndex, VectorIndex, write_ids_file
+from unirag.index.vectors import HnswIndex, VectorIndex, embedding_mismatch, write_ids_file
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -50,9 +51,60 @@ def texts_fingerprint(ids: Sequence[str], texts: Sequence[str], model: str) -> s
     return config_hash({"texts": digest.hexdigest(), "count": len(ids), "model": model})
 
 
+@dataclass(frozen=True)
+class KnownRows:
+    """The rows of a text artifact being rebuilt whose id and text the last build embedded."""
+
+    mask: np.ndarray  # bool per row of the new texts
+    vectors: np.ndarray  # (mask.sum(), dim) float32: their stored (normalised) vectors, in row order
+
+
+def text_digests(texts: Sequence[str]) -> np.ndarray:
+    """One uint64 per text (its UTF-8 bytes): equal exactly when the text is unchanged."""
+    return np.array([int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
+                     for text in texts], dtype=np.uint64)
+
+
+def _texts_path(workspace: Workspace, file_stem: str) -> Path:
+    """Per-row text digests of a text artifact, with the ``inputs`` of the build that wrote them."""
+    return workspace.artifact_path(f"{file_stem}.texts.npz")
+
+
+def _save_text_digests(workspace: Workspace, file_stem: str, inputs: str, digests: np.ndarray) -> None:
+    """Written before the vectors and the manifest entry: a build that stops in between leaves
+    digests whose ``inputs`` the entry does not have, which :func:`_known_rows` ignores."""
+    with atomic_path(_texts_path(workspace, file_stem)) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, inputs=np.array(inputs), digests=digests)
+
+
+def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], digests: np.ndarray,
+                model: str) -> KnownRows | None:
+    """The rows whose id and text the artifact's current build embedded with ``model``, and
+    their vectors; None without a whole previous build that stored its text digests."""
+    entry = workspace.manifest_entry(key)
+    if entry is None or entry.get("config", {}).get("model") != model:
+        return None
+    try:
+        with np.load(_texts_path(workspace, file_stem)) as data:
+            built_from, stored = str(data["inputs"]), data["digests"]
+    except (OSError, ValueError, KeyError):
+        return None
+    previous = _previous_vectors(workspace, key, file_stem)
+    if built_from != entry.get("inputs") or previous is None or not len(previous[0]):
+        return None
+    old_ids, old_vectors = previous
+    if not len(old_ids) == len(stored) == old_vectors.shape[0]:
+        return None
+    old_row = {item: row for row, item in enumerate(old_ids)}
+    matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
+    mask = matched >= 0
+    mask[mask] = stored[matched[mask]] == digests[mask]
+    return KnownRows(mask, np.asarray(old_vectors[matched[mask]], dtype=np.float32))
+
+
 def embed_in_length_order(
     embedder: EmbeddingModel, texts: Sequence[str], batch_size: int, progress: Progress, label: str, stage: str,
-    lengths: Sequence[int] | None = None, parallel: int = 1,
+    lengths: Sequence[int] | None = None, parallel: int = 1, known: KnownRows | None = None,
 ) -> np.ndarray:
     """Embed ``texts`` in batches of similar length (little padding: about 2x
     faster on the embedded model); rows come back in the input order.
@@ -60,20 +112,28 @@ def embed_in_length_order(
     ``parallel`` batches are in flight at once (:func:`unirag.executors.model_call_parallelism`:
     more than one only when the batches run on a cluster; the embedded model uses its own threads).
     Each distinct text is embedded once (two entities without a description
-    share their name's text), whatever the cache holds or whether there is one."""
+    share their name's text), whatever the cache holds or whether there is one.
+
+    ``known`` rows (their normalised vectors from the last build) are not embedded again: they
+    are left out of their batches, which are otherwise the ones a whole embedding forms."""
     first_row: dict[str, int] = {}
     distinct = [first_row.setdefault(text, i) == i for i, text in enumerate(texts)]
     rows_to_embed = [i for i, new in enumerate(distinct) if new]
     lengths = lengths if lengths is not None else [len(text) for text in texts]
     order = sorted(rows_to_embed, key=lambda i: lengths[i])
     batches = [order[offset : offset + batch_size] for offset in range(0, len(order), batch_size)]
-    vectors = np.zeros((len(texts), 0), dtype=np.float32)
+    if known is not None:
+        batches = [left for batch in batches if (left := [i for i in batch if not known.mask[i]])]
+    vectors = np.zeros((len(texts), 0 if known is None else known.vectors.shape[1]), dtype=np.float32)
 
     def embed(rows: list[int]) -> tuple[list[int], np.ndarray]:
         return rows, embedder.embed([texts[i] for i in rows], stage=stage).vectors
 
     with progress.task(label, total=len(texts)) as advance:
         for rows, part in _in_flight(embed, batches, parallel):
+            if known is not None and part.shape[1] != known.vectors.shape[1]:
+                raise embedding_mismatch(label, f"{known.vectors.shape[1]}-dimension vectors",
+                                         f"{part.shape[1]}-dimension vectors")
             if vectors.shape[1] != part.shape[1]:
                 vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
@@ -82,9 +142,18 @@ def embed_in_length_order(
             copies = [i for i, new in enumerate(distinct) if not new]
             vectors[copies] = vectors[[first_row[texts[i]] for i in copies]]
             advance(len(copies))
+        if known is not None:
+            advance(int(np.count_nonzero(known.mask[rows_to_embed])))
     if not texts:
         return np.zeros((0, 1), dtype=np.float32)
-    return normalise_rows(vectors)
+    if known is None:
+        return normalise_rows(vectors)
+    embedded = ~known.mask  # normalised alone: each row's result depends on that row only
+    vectors[embedded] = normalise_rows(vectors[embedded])
+    vectors[known.mask] = known.vectors
+    copies_of_known = [i for i, new in enumerate(distinct) if not new and known.mask[first_row[texts[i]]]]
+    vectors[copies_of_known] = vectors[[first_row[texts[i]] for i in copies_of_known]]
+    return vectors
 
 
 def _in_flight(embed: Callable[[list[int]], tuple[list[int], np.ndarray]], batches: list[list[int]],
@@ -181,12 +250,17 @@ def build_text_vectors(
     lengths: Sequence[int] | None = None,
     parallel: int = 1,
 ) -> bool:
-    """Embed ``texts`` and index them under manifest ``key``; False when up to date."""
+    """Embed ``texts`` and index them under manifest ``key``; False when up to date. Rows whose
+    id and text the last build embedded keep their stored vector (:class:`KnownRows`): an insert
+    embeds, and reads from the embedding cache, only the new and changed texts."""
     inputs = fingerprint or texts_fingerprint(ids, texts, embedder.name)
     if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
-    vectors = embed_in_length_order(embedder, texts, batch_size, progress, label, stage, lengths, parallel)
+    digests = text_digests(texts)
+    known = _known_rows(workspace, key, file_stem, ids, digests, embedder.name)
+    _save_text_digests(workspace, file_stem, inputs, digests)
+    vectors = embed_in_length_order(embedder, texts, batch_size, progress, label, stage, lengths, parallel, known)
     save_vector_artifact(workspace, key, file_stem, ids, vectors, inputs, {"model": embedder.name}, started, progress)
     return True
 

@@ -119,10 +119,11 @@ class HnswIndex:
         matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
         has = matched >= 0
         before = np.asarray(old_vectors[matched[has]], dtype=np.float32)
+        after = vectors[has]
         same = np.zeros(len(ids), dtype=bool)
-        same[has] = np.all(before == vectors[has], axis=1)
+        same[has] = np.all(before == after, axis=1)
         moved = np.zeros(len(ids), dtype=bool)  # a nearby vector: the old links still fit it
-        moved[has] = ~same[has] & (1.0 - np.einsum("ij,ij->i", before, vectors[has]) <= relink_tolerance)
+        moved[has] = ~same[has] & (1.0 - np.einsum("ij,ij->i", before, after) <= relink_tolerance)
         kept = same | moved
         old_labels = np.asarray(old.label_rows if old.label_rows is not None else range(len(old_ids)), dtype=np.int64)
         label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
