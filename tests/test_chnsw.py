@@ -258,3 +258,42 @@ def test_an_update_with_nothing_changed_is_the_same_index_and_too_much_change_bu
     assert done["mode"] == "full"
     _, done = CHnswIndex.updated(index, layers[:-1])
     assert done["mode"] == "full"
+
+
+def test_an_updated_inter_layer_link_is_as_near_as_a_fresh_builds(tiny) -> None:
+    """An update keeps unchanged nodes' links and offers them only the new nodes below (one matrix
+    product); every link must still be at least as near as the one a fresh build searches."""
+    index, layers = tiny
+    grown = _changed(layers, seed=31, share=0.1)
+    updated, done = CHnswIndex.updated(index, grown)
+    fresh = CHnswIndex.build(grown, m=4, ef_construction=32, seed=0)
+    assert done["mode"] == "update" and done["kept"] > 0
+    for level in range(1, updated.n_layers):
+        fresh_row = {node: i for i, node in enumerate(fresh.ids[level])}
+        for row, node in enumerate(updated.ids[level]):
+            mine, theirs = updated.offsets[level] + row, fresh.offsets[level] + fresh_row[node]
+            mine_sim = updated.vectors[mine] @ updated.vectors[updated.down[mine]]
+            fresh_sim = fresh.vectors[theirs] @ fresh.vectors[fresh.down[theirs]]
+            assert mine_sim >= fresh_sim - 1e-6, (level, node)
+
+
+def _on_circle(degrees: list[float]) -> np.ndarray:
+    radians = np.deg2rad(np.asarray(degrees, dtype=np.float64))
+    return np.stack([np.cos(radians), np.sin(radians)], axis=1).astype(np.float32)
+
+
+def test_a_new_lower_node_nearer_than_a_kept_link_takes_it_over() -> None:
+    """Upper nodes at 5 and 15 degrees both link to the lower node at 60; a new lower node at 13
+    degrees is nearest to both, although only the 15-degree node is *its* nearest upper node (so
+    the insertion alone would not offer it to the 5-degree one): both links must move to it."""
+    lower_angles = [float(a) for a in range(60, 301, 20)]
+    lower_ids = [f"e{int(a)}" for a in lower_angles]
+    upper = (["c5", "c15", "c180"], _on_circle([5, 15, 180]))
+    index = CHnswIndex.build([(lower_ids, _on_circle(lower_angles)), upper], m=4, ef_construction=16)
+    assert [index.ids[0][index.down[index.offsets[1] + r] - index.offsets[0]] for r in range(3)] == ["e60", "e60", "e180"]
+    grown = [(lower_ids + ["e13"], _on_circle(lower_angles + [13.0])), upper]
+    updated, done = CHnswIndex.updated(index, grown)
+    assert done == {"mode": "update", "inserted": 1, "kept": 16}
+    links = {updated.ids[1][r]: updated.ids[0][updated.down[updated.offsets[1] + r] - updated.offsets[0]]
+             for r in range(3)}
+    assert links == {"c5": "e13", "c15": "e13", "c180": "e180"}

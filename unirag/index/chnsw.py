@@ -103,6 +103,24 @@ def _without_orphans(previous: CHnswIndex, origin: list[np.ndarray], kept_rows: 
     return out_kept, out_new
 
 
+def _nearest_new_lower_nodes(flat: np.ndarray, offsets: np.ndarray, first_new: np.ndarray) -> np.ndarray:
+    """Per kept node of a layer l>0, its nearest *new* node of layer l-1 (-1 elsewhere).
+
+    Why: an update keeps the inter-layer links of unchanged nodes instead of re-searching every
+    one of them (three quarters of an update's C-HNSW time); a kept link was the nearest among
+    the old nodes that remain, so only a new node below can beat it, and one matrix product per
+    layer (kept upper rows x new lower rows) finds each kept node's best new candidate. The
+    kernel takes it once layer l-1 is inserted, where it is nearer than the kept link.
+    """
+    offer = np.full(len(flat), -1, dtype=np.int32)
+    for level in range(1, len(offsets) - 1):
+        upper = np.arange(int(offsets[level]), int(first_new[level]))
+        new_lower = np.arange(int(first_new[level - 1]), int(offsets[level]))
+        if upper.size and new_lower.size:
+            offer[upper] = new_lower[(flat[upper] @ flat[new_lower].T).argmax(axis=1)]
+    return offer
+
+
 class CHnswIndex:
     """One C-HNSW over layers 0..L. Build once, save, load once per process, search many times.
 
@@ -178,7 +196,8 @@ class CHnswIndex:
         rand_u = rng.random(n)
         ef = max(int(ef_construction), int(m))
         _kernels().build_kernel(flat, offsets, adj, deg, down, layer_entry, int(m), ef, int(ef_link),
-                                bool(heuristic), bool(refine_links), rand_u, offsets[:-1].copy())
+                                bool(heuristic), bool(refine_links), rand_u, offsets[:-1].copy(),
+                                np.ones(n, dtype=bool), np.full(n, -1, dtype=np.int32))
         params = {"m": int(m), "ef_construction": int(ef_construction), "seed": int(seed),
                   "heuristic": bool(heuristic), "refine_links": bool(refine_links), "ef_link": int(ef_link),
                   "max_degree": max_degree}
@@ -189,7 +208,9 @@ class CHnswIndex:
                 max_new_share: float = 0.25) -> tuple[CHnswIndex, dict[str, Any]]:
         """``layers`` indexed by continuing ``previous`` (built with the same parameters): nodes
         whose id and vector are unchanged keep their links (links to nodes now gone are dropped),
-        the rest are inserted as :meth:`build` inserts them. Falls back to a full build when the
+        the rest are inserted as :meth:`build` inserts them. A kept node keeps its inter-layer
+        link unless the target is gone or a new node below is nearer (``refine_links``: found
+        by one matrix product, not by a re-search per node). Falls back to a full build when the
         layer count differs or more than ``max_new_share`` of the nodes are new. Returns the index
         and ``{"mode": "update"|"full", "inserted": .., "kept": ..}``.
 
@@ -249,9 +270,13 @@ class CHnswIndex:
             layer_entry[level] = before if before >= 0 else int(offsets[level])
         rand_u = rng.random(n)
         first_new = offsets[:-1] + np.array([len(k) for k in kept_rows], dtype=np.int64)
+        # re-searched after their lower layer: new nodes and kept ones whose link target is gone
+        research = np.ones(n, dtype=bool)
+        research[kept_new] = down[kept_new] < 0
+        offer = _nearest_new_lower_nodes(flat, offsets, first_new) if p["refine_links"] else np.full(n, -1, np.int32)
         ef = max(int(p["ef_construction"]), int(p["m"]))
         _kernels().build_kernel(flat, offsets, adj, deg, down, layer_entry, int(p["m"]), ef, int(p["ef_link"]),
-                                bool(p["heuristic"]), bool(p["refine_links"]), rand_u, first_new)
+                                bool(p["heuristic"]), bool(p["refine_links"]), rand_u, first_new, research, offer)
         return cls(ids, flat, offsets, adj, deg, down, layer_entry, dict(p)), {
             "mode": "update", "inserted": inserted, "kept": total - inserted}
 
