@@ -1,7 +1,8 @@
 """Fit the scaling benchmark's figures and project them: per stage time ~ a N^b, storage, LLM cost.
 
-Reads the ``bench/scaling.py`` results (``bench/out/scaling_<N>.json``, or the files given)
-and prints markdown for docs/scaling.md:
+Reads the ``bench/scaling.py`` results (the files given; by default ``bench/out/scaling_<N>.json``,
+or, where a checkout has run none, the committed ``docs/scaling-data/scaling_<N>.json`` that
+docs/scaling.md reports) and prints markdown for docs/scaling.md:
 
 * the measured figures per stage and corpus size (CPU s, wall s, peak RSS, LLM calls);
 * the fitted exponent b of CPU s ~ a N^b per stage, N the corpus tokens (on the two largest
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where the results come from when no file is named: a fresh run's, else the committed ones.
+RESULT_DIRS = (ROOT / "bench" / "out", ROOT / "docs" / "scaling-data")
 TWOWIKI = 6119
 SCALES = (10, 100, 1000)
 CORPUS_TOKENS = 100_000_000
@@ -199,13 +202,23 @@ def merge_runs(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [by_size[size] for size in sorted(by_size)]
 
 
+def default_files() -> list[Path]:
+    """The first of ``RESULT_DIRS`` that holds results: a checkout's own runs win over the
+    committed figures, never mixed with them (they may be of different code)."""
+    for folder in RESULT_DIRS:
+        found = sorted(folder.glob("scaling_*.json"))
+        if found:
+            return found
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--llm-estimate", action="store_true",
                         help="also print the LLM extractor's estimated calls/tokens at 2Wiki size and 100 M tokens")
     args = parser.parse_args()
-    files = args.files or sorted((ROOT / "bench" / "out").glob("scaling_*.json"))
+    files = args.files or default_files()
     results = merge_runs(json.loads(f.read_text(encoding="utf-8")) for f in files)
     real = [r for r in results if not r.get("synthetic")]
     twowiki = (real or results)[-1]
