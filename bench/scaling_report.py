@@ -202,6 +202,12 @@ def merge_runs(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [by_size[size] for size in sorted(by_size)]
 
 
+def _load_end(result: dict[str, Any]) -> str:
+    """The 1-minute load average when the run ended ('?' for a run killed before it wrote one)."""
+    end = result.get("load_average_end")
+    return f"{end[0]:.1f}" if end else "?"
+
+
 def default_files() -> list[Path]:
     """The first of ``RESULT_DIRS`` that holds results: a checkout's own runs win over the
     committed figures, never mixed with them (they may be of different code)."""
@@ -226,7 +232,7 @@ def main() -> None:
     for result in results:
         print(f"- {result['passages']:,} passages ({result.get('synthetic', 0):,} synthetic), "
               f"{result.get('chunk_tokens', 0):,} tokens, code {result['code']}, load average "
-              f"{result['load_average_start'][0]:.1f} -> {result.get('load_average_end', ['?'])[0]}, "
+              f"{result['load_average_start'][0]:.1f} -> {_load_end(result)}, "
               f"graph {result.get('graph_counts')}")
     print("\n### Measured\n")
     print("\n".join(measured_table(results)))
