@@ -49,12 +49,15 @@ def fit_power(points: Iterable[tuple[float, float]]) -> tuple[float, float] | No
     return y1 / x1**b, b
 
 
-#: store.sqlite tables by the stage that writes them: a table counts for a run only when that
-#: stage finished in it (a run stopped during extraction holds part of its extractions).
-TABLE_STAGES = {
-    "documents": "ingest", "document_sources": "ingest", "chunks": "ingest", "extractions": "extraction",
-    "entities": "graph", "relationships": "graph", "claims": "graph", "chunk_links": "chunk_links:pg",
-    "tree_nodes": "tree", "communities": "communities:graphrag", "community_links": "communities:leanrag",
+#: store.sqlite tables by the stages that write them: a table counts for a run only when all
+#: of them finished in it (a run stopped during extraction holds part of its extractions; the
+#: communities table holds every hierarchy's, so GraphRAG's alone is not its size).
+TABLE_STAGES: dict[str, tuple[str, ...]] = {
+    "documents": ("ingest",), "document_sources": ("ingest",), "chunks": ("ingest",),
+    "extractions": ("extraction",), "entities": ("graph",), "relationships": ("graph",), "claims": ("graph",),
+    "chunk_links": ("chunk_links:pg",), "tree_nodes": ("tree",),
+    "communities": ("communities:graphrag", "communities:archrag", "communities:hygrag", "communities:leanrag"),
+    "community_links": ("communities:leanrag",),
 }
 
 
@@ -126,14 +129,16 @@ def projection_table(results: list[dict[str, Any]], twowiki_tokens: int) -> list
     return lines
 
 
-def _storage_parts(result: dict[str, Any]) -> dict[str, int]:
+def _storage_parts(result: dict[str, Any], most_stages: int) -> dict[str, int]:
     storage = result.get("storage", {})
     finished = {row["stage"] for row in result["rows"]}
     parts = {f"files: {name}": size for name, size in storage.get("artifact_files", {}).items()}
     for name, size in storage.get("store_tables", {}).items():
-        if TABLE_STAGES.get(name) in finished:
+        if name in TABLE_STAGES and finished.issuperset(TABLE_STAGES[name]):
             parts[f"store.sqlite: {name}"] = size
-    if "stopped_during" not in result:  # totals only of a run that finished what it was asked
+    if "stopped_during" not in result and len(finished) >= most_stages:
+        # totals only of a run that built as much as the fullest run: a total over fewer
+        # artifacts (a large size measured for some stages) would bend the fit
         for key, label in (("workspace_bytes", "**workspace total**"), ("store_bytes", "**store.sqlite total**"),
                            ("cache_bytes", "**model cache (replies + vectors)**")):
             if key in storage:
@@ -144,8 +149,9 @@ def _storage_parts(result: dict[str, Any]) -> dict[str, int]:
 def storage_table(results: list[dict[str, Any]]) -> list[str]:
     """Bytes per artifact's files and per store table, per passage, projected to 100 M tokens."""
     parts: dict[str, dict[int, int]] = {}
+    most_stages = max((len({row["stage"] for row in r["rows"]}) for r in results), default=0)
     for result in results:
-        for name, size in _storage_parts(result).items():
+        for name, size in _storage_parts(result, most_stages).items():
             parts.setdefault(name, {})[result["chunk_tokens"]] = size
     lines = ["| part | " + " | ".join(f"{r['passages']:,}" for r in results)
              + " | bytes per corpus token (largest) | b | at 100 M tokens |",
