@@ -1,7 +1,8 @@
 """Fit the scaling benchmark's figures and project them: per stage time ~ a N^b, storage, LLM cost.
 
-Reads the ``bench/scaling.py`` results (``bench/out/scaling_<N>.json``, or the files given)
-and prints markdown for docs/scaling.md:
+Reads the ``bench/scaling.py`` results (the files given; by default ``bench/out/scaling_<N>.json``,
+or, where a checkout has run none, the committed ``docs/scaling-data/scaling_<N>.json`` that
+docs/scaling.md reports) and prints markdown for docs/scaling.md:
 
 * the measured figures per stage and corpus size (CPU s, wall s, peak RSS, LLM calls);
 * the fitted exponent b of CPU s ~ a N^b per stage, N the corpus tokens (on the two largest
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Where the results come from when no file is named: a fresh run's, else the committed ones.
+RESULT_DIRS = (ROOT / "bench" / "out", ROOT / "docs" / "scaling-data")
 TWOWIKI = 6119
 SCALES = (10, 100, 1000)
 CORPUS_TOKENS = 100_000_000
@@ -46,12 +49,15 @@ def fit_power(points: Iterable[tuple[float, float]]) -> tuple[float, float] | No
     return y1 / x1**b, b
 
 
-#: store.sqlite tables by the stage that writes them: a table counts for a run only when that
-#: stage finished in it (a run stopped during extraction holds part of its extractions).
-TABLE_STAGES = {
-    "documents": "ingest", "document_sources": "ingest", "chunks": "ingest", "extractions": "extraction",
-    "entities": "graph", "relationships": "graph", "claims": "graph", "chunk_links": "chunk_links:pg",
-    "tree_nodes": "tree", "communities": "communities:graphrag", "community_links": "communities:leanrag",
+#: store.sqlite tables by the stages that write them: a table counts for a run only when all
+#: of them finished in it (a run stopped during extraction holds part of its extractions; the
+#: communities table holds every hierarchy's, so GraphRAG's alone is not its size).
+TABLE_STAGES: dict[str, tuple[str, ...]] = {
+    "documents": ("ingest",), "document_sources": ("ingest",), "chunks": ("ingest",),
+    "extractions": ("extraction",), "entities": ("graph",), "relationships": ("graph",), "claims": ("graph",),
+    "chunk_links": ("chunk_links:pg",), "tree_nodes": ("tree",),
+    "communities": ("communities:graphrag", "communities:archrag", "communities:hygrag", "communities:leanrag"),
+    "community_links": ("communities:leanrag",),
 }
 
 
@@ -123,14 +129,16 @@ def projection_table(results: list[dict[str, Any]], twowiki_tokens: int) -> list
     return lines
 
 
-def _storage_parts(result: dict[str, Any]) -> dict[str, int]:
+def _storage_parts(result: dict[str, Any], most_stages: int) -> dict[str, int]:
     storage = result.get("storage", {})
     finished = {row["stage"] for row in result["rows"]}
     parts = {f"files: {name}": size for name, size in storage.get("artifact_files", {}).items()}
     for name, size in storage.get("store_tables", {}).items():
-        if TABLE_STAGES.get(name) in finished:
+        if name in TABLE_STAGES and finished.issuperset(TABLE_STAGES[name]):
             parts[f"store.sqlite: {name}"] = size
-    if "stopped_during" not in result:  # totals only of a run that finished what it was asked
+    if "stopped_during" not in result and len(finished) >= most_stages:
+        # totals only of a run that built as much as the fullest run: a total over fewer
+        # artifacts (a large size measured for some stages) would bend the fit
         for key, label in (("workspace_bytes", "**workspace total**"), ("store_bytes", "**store.sqlite total**"),
                            ("cache_bytes", "**model cache (replies + vectors)**")):
             if key in storage:
@@ -141,8 +149,9 @@ def _storage_parts(result: dict[str, Any]) -> dict[str, int]:
 def storage_table(results: list[dict[str, Any]]) -> list[str]:
     """Bytes per artifact's files and per store table, per passage, projected to 100 M tokens."""
     parts: dict[str, dict[int, int]] = {}
+    most_stages = max((len({row["stage"] for row in r["rows"]}) for r in results), default=0)
     for result in results:
-        for name, size in _storage_parts(result).items():
+        for name, size in _storage_parts(result, most_stages).items():
             parts.setdefault(name, {})[result["chunk_tokens"]] = size
     lines = ["| part | " + " | ".join(f"{r['passages']:,}" for r in results)
              + " | bytes per corpus token (largest) | b | at 100 M tokens |",
@@ -199,13 +208,29 @@ def merge_runs(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [by_size[size] for size in sorted(by_size)]
 
 
+def _load_end(result: dict[str, Any]) -> str:
+    """The 1-minute load average when the run ended ('?' for a run killed before it wrote one)."""
+    end = result.get("load_average_end")
+    return f"{end[0]:.1f}" if end else "?"
+
+
+def default_files() -> list[Path]:
+    """The first of ``RESULT_DIRS`` that holds results: a checkout's own runs win over the
+    committed figures, never mixed with them (they may be of different code)."""
+    for folder in RESULT_DIRS:
+        found = sorted(folder.glob("scaling_*.json"))
+        if found:
+            return found
+    return []
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--llm-estimate", action="store_true",
                         help="also print the LLM extractor's estimated calls/tokens at 2Wiki size and 100 M tokens")
     args = parser.parse_args()
-    files = args.files or sorted((ROOT / "bench" / "out").glob("scaling_*.json"))
+    files = args.files or default_files()
     results = merge_runs(json.loads(f.read_text(encoding="utf-8")) for f in files)
     real = [r for r in results if not r.get("synthetic")]
     twowiki = (real or results)[-1]
@@ -213,7 +238,7 @@ def main() -> None:
     for result in results:
         print(f"- {result['passages']:,} passages ({result.get('synthetic', 0):,} synthetic), "
               f"{result.get('chunk_tokens', 0):,} tokens, code {result['code']}, load average "
-              f"{result['load_average_start'][0]:.1f} -> {result.get('load_average_end', ['?'])[0]}, "
+              f"{result['load_average_start'][0]:.1f} -> {_load_end(result)}, "
               f"graph {result.get('graph_counts')}")
     print("\n### Measured\n")
     print("\n".join(measured_table(results)))
