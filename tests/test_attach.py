@@ -72,6 +72,15 @@ def test_oversized_groups_split_and_undersized_dissolve() -> None:
     assert sorted(o for o in grouping.origin if o is not None) == [0]
 
 
+def test_keep_built_size_splits_an_oversized_group_only_once_it_grows() -> None:
+    # LeanRAG: a full build may leave a cluster past max_size; it stays whole until it grows.
+    policy = AttachPolicy(max_size=2, keep_built_size=True)
+    kept = carry_groups(PREVIOUS, IDS[:5], KNOWN, VECTORS[:5], None, policy)
+    assert _members(kept, IDS[:5]) == [["a1", "a2", "a3"], ["b1", "b2"]] and kept.stats["splits"] == 0
+    grown = carry_groups(PREVIOUS, IDS[:6], KNOWN, VECTORS[:6], None, policy)
+    assert grown.stats["splits"] == 1 and sorted(len(g) for g in grown.groups) == [2, 2, 2]
+
+
 def test_balanced_sizes() -> None:
     assert balanced_sizes(10, 4) == [4, 3, 3]
     assert balanced_sizes(3, 50) == [3]

@@ -410,3 +410,26 @@ def test_link_bases_round_trip_and_a_damaged_file_keeps_nothing(tmp_path) -> Non
     path.write_bytes(b"not an npz")
     assert load_link_bases(path) == {}
     assert load_link_bases(tmp_path / "missing.npz") == {}
+
+
+def test_after_a_full_build_an_untouched_link_keeps_its_description() -> None:
+    """LeanRAG's mixture puts no cap on a cluster, so a full build may leave clusters past the
+    update's ``2 * cluster_size`` (here: clusters of 10, cap 8). The first update must not split
+    the ones it does not touch: the 0-1 link, whose relations did not change, keeps its
+    description (no call), as after an update; only group 2, which grew, is split."""
+    from unirag.index.leanrag import build_leanrag
+    from unirag.index.leanrag_links import previous_link_levels
+
+    first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
+    assert sorted(c.payload["size"] for c in level(first, 1)) == [10, 10, 10]
+    grown = make_graph([10, 10, 11], INSIDE + G01 + G02 + G12 + [(30, 29)])
+    model = chat(leanrag_aggregate_relation=lambda user: "Rewritten.")
+    second, _ = build_leanrag(grown, BuildModels(model, HashEmbedder()), LeanragConfig(cluster_size=4),
+                              _carrier_of(first, 30), previous_link_levels(first.links, _by_digest(records)))
+    assert second.stats["update"]["splits"] == 1
+    assert [r.stage for r in model.requests].count(RELATION_STAGE) == 0
+    assert second.stats["kept_relations"] == 1
+    strong = max(second.links, key=lambda link: link.weight)
+    assert strong.weight == 5.0 and strong.description == "The two groups are closely related."
+    kept = {c.id for c in level(first, 1)} & {c.id for c in level(second, 1)}
+    assert len(kept) == 2  # groups 0 and 1 keep their ids (and aggregated entities)

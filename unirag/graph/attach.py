@@ -54,10 +54,19 @@ class AttachPolicy:
     max_size: int | None = None
     # A size rule other than a count (RAPTOR: the members' tokens); such groups are halved until it holds.
     oversized: Callable[[np.ndarray], bool] | None = None
+    # True: a group the last build already left too big is split only once it grows past the
+    # size it had (LeanRAG: its mixture puts no cap on a cluster, so a full build leaves some
+    # past ``max_size``; splitting them all on the first update re-asked every link at their
+    # ends, ~5x a later update's relation calls, for clusters the change did not touch).
+    keep_built_size: bool = False
 
-    def too_big(self, group: np.ndarray) -> bool:
+    def too_big(self, group: np.ndarray, built_size: int = 0) -> bool:
+        """Whether ``group`` must be split; ``built_size``: the members the community it
+        continues had (0 for a new group), which ``keep_built_size`` lets it keep."""
         if self.oversized is not None:
             return len(group) > 2 and self.oversized(group)
+        if self.keep_built_size and len(group) <= built_size:
+            return False
         return self.max_size is not None and len(group) > self.max_size
 
     def split(self, group: np.ndarray, vectors: np.ndarray) -> Groups:
@@ -333,7 +342,7 @@ def carry_groups(
     out_same: list[bool] = []
     splits = dissolved = 0
     for g, o, w, m in zip(groups, origin, whole, same_members):
-        if policy.too_big(g):
+        if policy.too_big(g, 0 if o is None else len(previous[o])):
             parts = policy.split(g, vectors)
             splits += 1
             out.extend(parts)

@@ -492,7 +492,7 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         level did not exist before (cluster afresh)."""
         if self.carrier is None:
             return None
-        policy = AttachPolicy(max_size=2 * self.config.cluster_size)
+        policy = AttachPolicy(max_size=2 * self.config.cluster_size, keep_built_size=True)
         grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, entities=layer.entities)
         return None if grouping is None else grouping.groups
 
