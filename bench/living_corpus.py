@@ -177,9 +177,12 @@ def main() -> None:
                         help="with --no-full: keep the base build (workspace and its row) in this directory, "
                              "or start from it when it is there, to measure insert and delete again")
     parser.add_argument("--warm-up", action="store_true",
-                        help="with --snapshot: insert and delete once before measuring (so files a newer "
-                             "version of the code keeps for updates exist), then forget the chat replies "
-                             "of the model cache, so the measured insert asks every call it needs")
+                        help="with --snapshot: insert and delete the same passages once before measuring (so "
+                             "files a newer version of the code keeps for updates exist). Flatters the "
+                             "measured insert: links re-summarised in the warm-up were written from these "
+                             "passages' relations. Without it the measured insert is the first update after "
+                             "the base build. Either way the chat replies of the model cache are forgotten "
+                             "first, so the measured steps ask every call they need")
     args = parser.parse_args()
 
     from unirag.config import load_settings
@@ -234,7 +237,9 @@ def main() -> None:
         _measure(f"warm-up delete {n_new} passages",
                  lambda: run_delete(ws, [str(new)], settings, build_stack(settings, ws.cache()), Progress()))
         ws.close()
-        _forget_chat_replies(root / "grow")
+    # The measured steps pay for every summary they ask: the base build's (and a warm-up's)
+    # cached replies would otherwise answer the prompts an update repeats.
+    _forget_chat_replies(root / "grow")
     ws = Workspace.open(root / "grow")
     before = _members(ws)
     ws.close()
