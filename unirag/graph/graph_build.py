@@ -19,7 +19,7 @@ import numpy as np
 
 from unirag.graph.graph_store import GraphStore
 from unirag.graph.projections import GRAPH_TYPES, new_chunk_links, shared_entity_links
-from unirag.graph.merge import Accumulators, MergedGraph, long_descriptions, shorten_items
+from unirag.graph.merge import MergedGraph, accumulate, long_descriptions, shorten_items
 from unirag.graph.merge_update import STATE_VERSION, MergePlan, extend_graph, merge_states, plan_merge
 from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError
@@ -114,6 +114,7 @@ def merge_config(workspace: Workspace, settings: Settings) -> dict[str, Any]:
 
 
 def merge_fingerprint(chunk_ids: list[str], extractor: str, config: dict[str, Any]) -> str:
+    """The merged graph's inputs: its chunks in order, the extractor and the merge knobs."""
     return config_hash({"chunks": chunk_ids, "extractor": extractor, "merge": config})
 
 
@@ -170,9 +171,7 @@ class _Shortener:
 
 def _merge_whole(store: GraphStore, extractor: str, chunk_ids: list[str], shorten: _Shortener) -> dict[str, Any]:
     """Merge every extraction and replace the stored graph; its manifest counts."""
-    accumulators = Accumulators()
-    for extraction in store.load_extractions(extractor, chunk_ids):
-        accumulators.add(extraction)
+    accumulators = accumulate(store.load_extractions(extractor, chunk_ids))
     graph = accumulators.graph()
     shortened = shorten(graph)
     # claim ids number every claim in key order: a graph with claims is always merged whole

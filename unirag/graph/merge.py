@@ -195,12 +195,18 @@ def relationship_of(key: str, acc: Accumulator) -> Relationship:
                         acc.keywords, float(acc.mentions), acc.strength, acc.chunk_ids)
 
 
-def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
-    """One graph from many chunks' extractions (pure; no model calls)."""
+def accumulate(extractions: Iterable[ChunkExtraction]) -> Accumulators:
+    """Every chunk's extraction added, in order: the merge's per-key state (its graph is
+    :meth:`Accumulators.graph`; an extendable build also stores the state)."""
     accumulators = Accumulators()
     for extraction in extractions:
         accumulators.add(extraction)
-    return accumulators.graph()
+    return accumulators
+
+
+def merge_extractions(extractions: Iterable[ChunkExtraction]) -> MergedGraph:
+    """One graph from many chunks' extractions (pure; no model calls)."""
+    return accumulate(extractions).graph()
 
 
 def long_descriptions(
