@@ -464,3 +464,22 @@ def test_resummarize_share_reaches_the_attached_hierarchies(tmp_path: Path) -> N
         plan = plan_update(ws, changed, name, manifest[name]["identity"], leaves, lambda: {1: [PreviousNode("c", ())]})
         assert plan.carrier is not None and plan.carrier.resummarize_share == share
     ws.close()
+
+
+def test_the_tree_records_its_kept_summaries_bases_and_a_lost_record_re_asks_instead(tmp_path: Path) -> None:
+    """The leaves each kept tree summary was written from live in ``tree.written_from.json``, a file
+    of the tree artifact: damaged, the tree is stale, and its update measures no drift (every
+    changed ancestor is asked again) rather than measure it against the last update."""
+    ws = _attach_workspace(tmp_path / "ws")
+    _index(ws, [_write(tmp_path / "a.json", A)])
+    basis = ws.artifact_path("tree.written_from.json")
+    assert json.loads(basis.read_text(encoding="utf-8")) == {}  # a full build: every basis is its leaves
+    assert "artifacts/tree.written_from.json" in ws.manifest()["tree"]["files"]
+    basis.write_text("{not json", encoding="utf-8")
+    assert "tree" in ws.stale_artifacts()
+    _index(ws, [_write(tmp_path / "c.json", C)])
+    assert ws.manifest()["tree"]["update"]["mode"] == "attach"
+    assert ws.manifest()["tree"]["stats"]["update"].get("kept_within_drift", 0) == 0
+    assert isinstance(json.loads(basis.read_text(encoding="utf-8")), dict)
+    assert not ws.stale_artifacts()
+    ws.close()

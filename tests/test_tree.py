@@ -379,3 +379,74 @@ def test_duplicate_leaf_ids_and_bad_config_are_refused() -> None:
         run(leaves, TreeConfig(threshold=1.5))
     with pytest.raises(ValueError, match="method"):
         run(leaves, TreeConfig(method="spectral"))  # type: ignore[arg-type]
+
+
+# -- upper-level drift in an incremental update ---------------------------------------------------
+
+
+def _carrier_after(result: TreeResult, share: float) -> "LevelCarrier":
+    """What an update carries from ``result``, as the tree artifact builds it (leaves beneath each
+    node, and each node's payload with the leaves a kept summary was written from)."""
+    from unirag.graph.attach import LevelCarrier, PreviousNode
+    from unirag.graph.tree import leaves_beneath
+
+    beneath = leaves_beneath([(n.id, n.layer, n.children) for n in result.nodes])
+    previous: dict[int, list[PreviousNode]] = {}
+    for n in result.nodes:
+        if n.layer > 0:
+            previous.setdefault(n.layer, []).append(PreviousNode(n.id, tuple(n.children), n.text, n,
+                                                                 beneath=beneath[n.id]))
+    return LevelCarrier(previous, {n.id for n in result.nodes if n.layer == 0}, share)
+
+
+def _drift_leaves(count: int, start: int = 0) -> list[tuple[str, str, np.ndarray]]:
+    embedder = HashEmbedder()
+    texts = [f"Passage {i} tells of topic {i % 5} and item {i}." for i in range(start, start + count)]
+    vectors = np.asarray(embedder.embed(texts).vectors, dtype=np.float32)
+    return [(f"c{i:03d}", text, vectors[k]) for k, (i, text) in enumerate(zip(range(start, start + count), texts))]
+
+
+def test_an_insert_keeps_upper_summaries_within_the_drift_share_and_never_lets_drift_creep() -> None:
+    from unirag.graph.tree import leaves_beneath
+
+    config = TreeConfig(method="kmeans", cluster_size=4, max_layers=3)
+    base = _drift_leaves(48)
+    first = build_tree(base, BuildModels(EchoChat(), HashEmbedder()), config)
+    assert max(n.layer for n in first.nodes) >= 2
+    one_more = base + _drift_leaves(1, start=48)
+
+    def update(previous: TreeResult, leaves: list, share: float) -> tuple[TreeResult, EchoChat]:
+        chat = EchoChat()
+        return build_tree(leaves, BuildModels(chat, HashEmbedder()), config, _carrier_after(previous, share)), chat
+
+    kept, kept_chat = update(first, one_more, 0.1)
+    strict, strict_chat = update(first, one_more, 0.0)
+    # With no drift allowed every ancestor of the changed cluster is asked again; within 10 % they keep
+    # their text, and record the leaves it was written from.
+    assert len(kept_chat.requests) < len(strict_chat.requests)
+    assert kept.stats["update"]["kept_within_drift"] > 0 and strict.stats["update"].get("kept_within_drift", 0) == 0
+    old_text = {n.text for n in first.nodes if n.layer >= 2}
+    beneath = leaves_beneath([(n.id, n.layer, n.children) for n in kept.nodes])
+    drifted = [n for n in kept.nodes if n.payload.get("written_from")]
+    assert drifted and all(n.text in old_text for n in drifted)
+    for node in drifted:
+        basis = set(node.payload["written_from"])
+        assert "c048" in beneath[node.id] and "c048" not in basis
+        assert len(set(beneath[node.id]) ^ basis) / len(set(beneath[node.id]) | basis) <= 0.1
+    # The level-1 cluster the new leaf joined changed members: it is always summarised anew.
+    joined = next(n for n in kept.nodes if n.layer == 1 and "c048" in n.children)
+    assert joined.text not in {n.text for n in first.nodes}
+    # Drift is measured against the text's basis, not the last update: leaves added one at a time
+    # eventually re-ask every ancestor, however small each step.
+    current, leaves, asked_again = kept, one_more, set()
+    for step in range(1, 12):
+        leaves = leaves + _drift_leaves(1, start=48 + step)
+        current, _ = update(current, leaves, 0.1)
+        beneath = leaves_beneath([(n.id, n.layer, n.children) for n in current.nodes])
+        for node in current.nodes:
+            basis = set(node.payload.get("written_from") or beneath[node.id])
+            now = set(beneath[node.id])
+            assert len(now ^ basis) / len(now | basis) <= 0.1 + 1e-9, (step, node.id)
+        asked_again.update(level["level"] for level in current.stats["per_level"]
+                           if level["level"] >= 2 and level["summaries"] > 0)
+    assert 2 in asked_again

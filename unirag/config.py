@@ -266,7 +266,8 @@ class IndexSettings(_Section):
         0.1, ge=0, le=1,
         description="with update: attach, an upper-level community whose members are the same communities "
         "(some of them changed) keeps its summary while at most this share of the entities beneath it "
-        "differ from those its summary was written from (ArchRAG, LeanRAG); 0: re-summarise it",
+        "differ from those its summary was written from (ArchRAG, LeanRAG; the RAPTOR tree counts leaf chunks); "
+        "0: re-summarise it",
     )
     graphrag: dict[str, Any] = Field(default_factory=dict, description="hierarchical Leiden + reports")
     archrag: dict[str, Any] = Field(default_factory=dict, description="attributed communities")

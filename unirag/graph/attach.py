@@ -369,6 +369,9 @@ class PreviousNode:
     children: tuple[str, ...]
     text: str = ""
     record: Any = None  # the record itself (Community, tree node): what an unchanged group keeps
+    # The units beneath the record that upper-level drift is measured in, where the record does not
+    # list them as ``entities`` (the RAPTOR tree: the leaf chunks beneath a summary node).
+    beneath: tuple[str, ...] | None = None
 
 
 class LevelCarrier:
@@ -405,9 +408,10 @@ class LevelCarrier:
         """This level's groups over ``layer_ids`` rows, or None to cluster afresh.
 
         ``group_vectors``: one row per previous record of this level (see
-        :func:`carry_groups`). ``entities`` (the entities beneath each row), given
-        by hierarchies whose upper summaries may drift (ArchRAG, LeanRAG; not
-        HyGRAG, whose paper propagates every change up, Eq. 30): a group with the
+        :func:`carry_groups`). ``entities`` (the entities beneath each row; the RAPTOR
+        tree: the leaf chunks), given by hierarchies whose upper summaries may drift
+        (ArchRAG, LeanRAG, the tree; not HyGRAG, whose paper propagates every change
+        up, Eq. 30): a group with the
         same member communities as before, some of them changed, keeps its
         summary while at most ``resummarize_share`` of the entities beneath it
         differ from those that summary was written from."""
@@ -433,9 +437,10 @@ class LevelCarrier:
         for g, (group, origin) in enumerate(zip(grouping.groups, grouping.origin)):
             if origin is None or grouping.unchanged[g] or not grouping.continued[g]:
                 continue
-            record = old[origin].record
-            payload = getattr(record, "payload", None) or {}
-            written = set(payload.get("written_from") or getattr(record, "entities", ()))
+            node = old[origin]
+            payload = getattr(node.record, "payload", None) or {}
+            beneath = node.beneath if node.beneath is not None else getattr(node.record, "entities", ())
+            written = set(payload.get("written_from") or beneath)
             now = {e for row in group.tolist() for e in entities[row]}
             union = len(now | written)
             if union and 1.0 - len(now & written) / union <= self.resummarize_share:

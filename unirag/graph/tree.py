@@ -141,6 +141,22 @@ class TreeNode:
     text: str
     children: list[str]
     vector: np.ndarray  # L2-normalised float32
+    # What an incremental update keeps beside the text: ``written_from``, the leaves a summary
+    # kept across updates was written from (upper-level drift is measured against it).
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+def leaves_beneath(nodes: Sequence[tuple[str, int, Sequence[str]]]) -> dict[str, tuple[str, ...]]:
+    """The sorted leaf (chunk) ids beneath every summary node, given ``(id, layer, children)`` of
+    the whole tree: what the tree's upper-level drift is measured in (a node may have several
+    parents, so a leaf can lie beneath several nodes of one layer)."""
+    beneath: dict[str, tuple[str, ...]] = {}
+    for node_id, layer, children in sorted(nodes, key=lambda node: node[1]):
+        if layer == 0:
+            beneath[node_id] = (node_id,)
+        else:
+            beneath[node_id] = tuple(sorted({leaf for child in children for leaf in beneath.get(child, ())}))
+    return beneath
 
 
 @dataclass
@@ -380,10 +396,9 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
     def stop_before(self, layer: Layer, level: int) -> str:
         return "small_layer" if len(layer) < self.config.min_layer_size else ""
 
-    def kept(self, record: Any) -> Summary:
-        """A stored tree node ``(id, layer, text, children, vector)`` whose cluster kept its members."""
-        text = record[2]
-        return Summary("", text, "json", embed=text, kept=True)
+    def kept(self, record: TreeNode) -> Summary:
+        """A stored tree node whose cluster kept its members (or drifted within the share)."""
+        return Summary("", record.text, "json", embed=record.text, kept=True)
 
     def cluster(self, layer: Layer, level: int) -> Clustering:
         """Clusters of two or more nodes (a node alone gets no parent)."""
@@ -405,7 +420,7 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
         counts = np.asarray(tokens, dtype=np.int64)
         budget = self.config.max_cluster_tokens
         policy = AttachPolicy(min_size=2, oversized=lambda group: int(counts[group].sum()) > budget)
-        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy)
+        grouping = self.carrier.grouping(level, layer.ids, layer.vectors, policy, entities=layer.entities)
         return None if grouping is None else grouping.groups
 
     def asks(self, layer: Layer, clustering: Clustering, level: int) -> list[Ask]:
@@ -431,7 +446,9 @@ class _Raptor(LayeredAlgorithm[Layer, Clustering, TreeNode]):
 
     def next_layer(self, layer: Layer, clustering: Clustering, records: list[TreeNode], vectors: np.ndarray,
                    level: int) -> tuple[Layer, list[Any]]:
-        return Layer(ids=[node.id for node in records], texts=[node.text for node in records], vectors=vectors), []
+        beneath = [sorted({leaf for row in group for leaf in layer.entities[row]}) for group in clustering.groups]
+        return Layer(ids=[node.id for node in records], texts=[node.text for node in records], vectors=vectors,
+                     entities=beneath), []
 
 
 def build_tree(
@@ -457,6 +474,7 @@ def build_tree(
         TreeNode(id=chunk_id, layer=0, text=text, children=[], vector=leaf_vectors[i])
         for i, (chunk_id, text, _) in enumerate(leaves)
     ]
-    layer = Layer(ids=ids, texts=[text for _, text, _ in leaves], vectors=leaf_vectors)
+    layer = Layer(ids=ids, texts=[text for _, text, _ in leaves], vectors=leaf_vectors,
+                  entities=[[chunk_id] for chunk_id in ids])
     levels = build_levels(_Raptor(config, models, carrier), layer, models, HierarchyStats(extra={"leaves": len(nodes)}))
     return TreeResult(nodes=nodes + levels.records, stats=levels.stats.to_dict())
