@@ -255,7 +255,7 @@ def hierarchical_leiden(
 
 def carried_leiden(
     graph: EntityGraph, previous: Sequence[Community], max_cluster_size: int = 10, seed: int = DEFAULT_SEED,
-    resolution: float = 1.0, iterations: int = 2,
+    resolution: float = 1.0, iterations: int = 2, max_levels: int = 64,
 ) -> tuple[list[list[LeidenCommunity]], dict[str, int]]:
     """The previous hierarchy over the current ``graph``, new entities attached (incremental update).
 
@@ -267,7 +267,9 @@ def carried_leiden(
     entities with no neighbour in any root community form roots of their own
     (one per connected component among them). A community that is split no
     more but now exceeds ``max_cluster_size`` is split by Leiden, as a full
-    build would. Reports follow as usual: unchanged communities hit the cache.
+    build would, unless it lies on the last of ``max_levels`` levels (a full
+    build stops there too, so the parts would be cut off unused). Reports
+    follow as usual: unchanged communities hit the cache.
     """
     from scipy.sparse import coo_matrix
 
@@ -331,7 +333,7 @@ def carried_leiden(
                 if len(kept) > 1:
                     below += [(part, kid, parent_index) for part, kid in kept]
                 continue
-            if len(rows) > max_cluster_size and len(levels) < 64:
+            if len(rows) > max_cluster_size and len(levels) < max_levels:
                 ids = _edges_by_group([rows], n, edges)[0]
                 parts = _split(rows, edges[ids], weights[ids], seed, resolution, iterations)
                 if len(parts) > 1:
@@ -890,7 +892,7 @@ def build_graphrag_communities(
     update: dict[str, Any] | None = None
     if previous:  # an incremental update: carry the last build's communities (see carried_leiden)
         levels, update = carried_leiden(graph, previous, config.max_cluster_size, config.seed, config.resolution,
-                                        config.leiden_iterations)
+                                        config.leiden_iterations, config.max_levels)
         levels = levels[: config.max_levels]
         if levels:
             levels[-1] = [replace(c, children=()) for c in levels[-1]]
