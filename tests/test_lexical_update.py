@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tests.dev_sets import SAMPLE
 from unirag.graph.corpus import ingest
 from unirag.index.bm25 import Bm25Index
 from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf
-from unirag.index.term_counts import count_terms, load_term_counts
+from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
 from unirag.index.tfidf import TfidfIndex
 from unirag.text.types import Document
 from unirag.workspace import Workspace
@@ -167,28 +168,21 @@ def test_deleting_the_added_passages_equals_a_build_over_the_rest(tmp_path: Path
     _assert_same_indices(shrunk, alone)
 
 
-def test_a_changed_text_is_counted_again() -> None:
-    """Same chunk id, other text (a title edit): its row is re-tokenised, the others kept."""
-    ids = [f"c{i}" for i in range(len(A))]
-    texts = [f"{p['title']}\n{p['text']}" for p in A]
-    seen: list[str] = []
-
-    def tokenize(batch: list[str]) -> list[list[str]]:
-        seen.extend(batch)
-        return TfidfIndex.tokenize(batch)
-
-    before = count_terms(ids, texts, tokenize, TfidfIndex.signature())
-    changed = [*texts[:7], "Zanzibar cloves and the quokka of Rottnest", *texts[8:]]
-    seen.clear()
-    after = count_terms(ids, changed, tokenize, TfidfIndex.signature(), before)
-    assert seen == [changed[7]]
-    fresh = TfidfIndex.build(changed, ids)
-    updated = TfidfIndex.from_counts(after)
-    assert fresh.vocabulary == updated.vocabulary and list(fresh.vocabulary) == list(updated.vocabulary)
-    for part in ("data", "indices", "indptr"):
-        assert np.array_equal(getattr(fresh.matrix, part), getattr(updated.matrix, part)), part
-    assert "zanzibar" in updated.vocabulary
-    assert updated.search("quokka Zanzibar", 1)[0][0] == "c7"
+def test_a_changed_passage_is_counted_again(tmp_path: Path, tokenised: dict[str, int]) -> None:
+    """A new version of a passage replaces the old one (its chunk gets a new id: ids hash
+    the title and text): only that chunk is tokenised, the result is a full build's."""
+    edited = [*A[:7], {"title": A[7]["title"], "text": "Zanzibar cloves and the quokka of Rottnest."}, *A[8:]]
+    changed = _workspace(tmp_path / "changed", A)
+    _build(changed)
+    changed.delete_documents([_documents([A[7]])[0].id])
+    ingest(changed, [], make_settings(changed.root), documents=_documents(edited[7:8]))
+    _build(changed)
+    assert tokenised == {name: len(A) + 1 for name in INDICES}
+    whole = _workspace(tmp_path / "whole", edited[:7], edited[8:], edited[7:8])  # the same chunk order
+    _build(whole)
+    _assert_same_indices(changed, whole)
+    assert TfidfIndex.load(changed.artifact_path("chunks.tfidf")).search("quokka Zanzibar", 1)[0][0] \
+        == changed.chunk_ids()[-1]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "cut", "other tokeniser", "lost"])
@@ -204,11 +198,7 @@ def test_a_damaged_counts_file_gives_a_full_build(tmp_path: Path, tokenised: dic
         elif damage == "other tokeniser":
             counts = load_term_counts(path, INDICES[name][1].signature())
             assert counts is not None
-            header = json.dumps({"format": 1, "signature": "another tokeniser", "ids": counts.ids,
-                                 "terms": counts.terms}).encode()
-            with path.open("wb") as handle:
-                np.savez(handle, header=np.frombuffer(header, np.uint8), digests=counts.digests,
-                         indptr=counts.indptr, columns=counts.columns, counts=counts.counts)
+            save_term_counts(path, replace(counts, signature="another tokeniser"))
         else:
             path.unlink()
     ingest(grown, [], make_settings(grown.root), documents=_documents(B))
@@ -250,8 +240,8 @@ def test_deleting_every_passage_leaves_empty_indices(tmp_path: Path) -> None:
     ids = [f"c{i}" for i in range(len(A))]
     texts = [f"{p['title']}\n{p['text']}" for p in A]
     for index in (TfidfIndex, Bm25Index):
-        before = count_terms(ids, texts, index.tokenize, index.signature())
-        empty = count_terms([], [], index.tokenize, index.signature(), before)
+        before = count_terms(ids, lambda rows: [texts[i] for i in rows], index.tokenize, index.signature())
+        empty = count_terms([], lambda rows: [], index.tokenize, index.signature(), before)
         assert empty.ids == [] and empty.terms == [] and len(empty.columns) == 0
         directory = tmp_path / index.__name__
         index.from_counts(empty).save(directory)

@@ -46,7 +46,8 @@ class Bm25Index:
     def build(cls, texts: list[str], ids: list[str]) -> Bm25Index:
         from unirag.index.term_counts import count_terms
 
-        return cls.from_counts(count_terms(list(ids), texts, cls.tokenize, cls.signature()))
+        return cls.from_counts(count_terms(
+            list(ids), lambda rows: [texts[i] for i in rows], cls.tokenize, cls.signature()))
 
     @classmethod
     def from_counts(cls, counts: TermCounts) -> Bm25Index:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 CHUNK_VECTORS = "chunk_vectors"
 CHUNK_BM25 = "chunk_bm25"
 CHUNK_TFIDF = "chunk_tfidf"
+TEXT_BATCH = 500  # chunk ids per query when an update reads its new chunks' texts
 
 
 class LexicalIndex(Protocol):
@@ -71,7 +72,8 @@ def _build_lexical(
     an update tokenises only new or changed chunks and recomputes the weights from the
     counts, giving the same index as a build over every chunk. Writes go artifact, then
     counts, then manifest: a build killed between them is redone from whichever counts
-    file is there, which says itself which chunks it counted."""
+    file is there, which says itself which chunks it counted (chunk ids are content
+    hashes: an id names one text)."""
     from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
 
     directory = workspace.artifact_path(name)
@@ -83,8 +85,7 @@ def _build_lexical(
     counts_file = workspace.artifact_path(f"{name}.terms.npz")
     signature = index.signature()
     with progress.task(label):
-        chunks = list(workspace.iter_chunks())
-        counts = count_terms([chunk.id for chunk in chunks], [chunk.indexed_text for chunk in chunks],
+        counts = count_terms(ids, lambda rows: _chunk_texts(workspace, [ids[i] for i in rows], len(ids)),
                              index.tokenize, signature, load_term_counts(counts_file, signature))
         index.from_counts(counts).save(directory)
         save_term_counts(counts_file, counts)
@@ -94,6 +95,20 @@ def _build_lexical(
         files=(directory,),
     )
     return True
+
+
+def _chunk_texts(workspace: Workspace, ids: list[str], total: int) -> list[str]:
+    """The indexed texts of chunks ``ids``, in that order: all ``total`` chunks in one pass when
+    most are asked for (a full build), else by id in batches (an update's new chunks)."""
+    if 2 * len(ids) > total:
+        wanted = set(ids)
+        texts = {chunk.id: chunk.indexed_text for chunk in workspace.iter_chunks() if chunk.id in wanted}
+    else:
+        texts = {}
+        for start in range(0, len(ids), TEXT_BATCH):
+            texts.update({chunk_id: chunk.indexed_text
+                          for chunk_id, chunk in workspace.get_chunks(ids[start:start + TEXT_BATCH]).items()})
+    return [texts[chunk_id] for chunk_id in ids]
 
 
 def build_chunk_bm25(workspace: Workspace, progress: Progress | None = None) -> bool:

@@ -5,8 +5,10 @@ norms), but the term counts of a chunk depend on its text alone. A build keeps
 them beside its artifact (an economy file: lost, damaged or written with other
 tokeniser settings, the next build tokenises every chunk again) and an update
 
-* keeps the rows of chunks whose id and text digest are unchanged;
-* tokenises only new or changed chunks;
+* keeps the rows of chunks it counted before: chunk ids are content hashes (of
+  the document's title and text, the chunk's place and text), so an id names one
+  indexed text, and a changed text is a new id;
+* reads and tokenises only the texts of new chunks;
 * drops the rows of removed chunks, and with them the terms no chunk uses;
 
 then the index's weights are recomputed from the counts with array operations.
@@ -21,7 +23,6 @@ bytes as a build over the same chunks.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import zipfile
 from collections import Counter
@@ -34,6 +35,7 @@ import numpy as np
 from unirag.workspace import atomic_path
 
 Tokenize = Callable[[list[str]], list[list[str]]]  # texts -> each text's tokens, in text order
+TextsOf = Callable[[list[int]], list[str]]  # rows -> their texts (only new rows are asked for)
 FORMAT = 1  # of the economy file; another format is read as no file
 
 
@@ -42,8 +44,7 @@ class TermCounts:
     """Term counts of every chunk, rows in chunk order (see the module docstring)."""
 
     signature: str  # the tokeniser and its settings: counts from another one are not reused
-    ids: list[str]
-    digests: np.ndarray  # uint64 per row: a hash of the text it was counted from
+    ids: list[str]  # content hashes of the texts counted
     terms: list[str]  # column -> term, numbered by first occurrence in the corpus
     indptr: np.ndarray  # int64, len(ids) + 1
     columns: np.ndarray  # int64 per entry; a row's entries in the order they occur in its text
@@ -59,30 +60,23 @@ class TermCounts:
         return totals[self.indptr[1:]] - totals[self.indptr[:-1]]
 
 
-def text_digests(texts: list[str]) -> np.ndarray:
-    """One uint64 per text: equal exactly when the text is unchanged (no false reuse)."""
-    return np.array([int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-                     for text in texts], dtype=np.uint64)
-
-
-def count_terms(ids: list[str], texts: list[str], tokenize: Tokenize, signature: str,
+def count_terms(ids: list[str], texts_of: TextsOf, tokenize: Tokenize, signature: str,
                 previous: TermCounts | None = None) -> TermCounts:
-    """The term counts of ``texts``, reusing the rows of ``previous`` whose id and text are unchanged.
+    """The term counts of the texts of ``ids``, reusing the rows of ``previous`` with the same id.
 
-    Without ``previous`` (or with one from another tokeniser) every text is tokenised:
-    a full build and an update run the same code."""
-    digests = text_digests(texts)
+    Without ``previous`` (or with one from another tokeniser) every text is read and
+    tokenised: a full build and an update run the same code."""
     if previous is not None and previous.signature != signature:
         previous = None
-    source = _reused_rows(previous, ids, digests)
+    source = _reused_rows(previous, ids)
     fresh = np.flatnonzero(source < 0)
     vocabulary = {term: column for column, term in enumerate(previous.terms)} if previous else {}
-    fresh_indptr, fresh_columns, fresh_counts = _count(tokenize([texts[i] for i in fresh]), vocabulary)
+    fresh_indptr, fresh_columns, fresh_counts = _count(tokenize(texts_of(fresh.tolist())), vocabulary)
     old_entries = 0 if previous is None else len(previous.columns)
     starts = np.zeros(len(ids), dtype=np.int64)
     lengths = np.zeros(len(ids), dtype=np.int64)
-    kept = source >= 0
     if previous is not None:
+        kept = source >= 0
         starts[kept] = previous.indptr[source[kept]]
         lengths[kept] = np.diff(previous.indptr)[source[kept]]
     starts[fresh] = old_entries + fresh_indptr[:-1]
@@ -91,23 +85,17 @@ def count_terms(ids: list[str], texts: list[str], tokenize: Tokenize, signature:
     columns = np.concatenate((previous.columns if previous else np.zeros(0, np.int64), fresh_columns))[take]
     counts = np.concatenate((previous.counts if previous else np.zeros(0, np.int32), fresh_counts))[take]
     indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    return _canonical(signature, list(ids), digests, list(vocabulary), indptr, columns, counts)
+    return _canonical(signature, list(ids), list(vocabulary), indptr, columns, counts)
 
 
-def _reused_rows(previous: TermCounts | None, ids: list[str], digests: np.ndarray) -> np.ndarray:
-    """Per row of the new corpus, the row of ``previous`` with its id and digest, or -1."""
+def _reused_rows(previous: TermCounts | None, ids: list[str]) -> np.ndarray:
+    """Per row of the new corpus, the row of ``previous`` with its id, or -1."""
     source = np.full(len(ids), -1, dtype=np.int64)
     if previous is None or not previous.ids:
         return source
     row_of = {chunk_id: row for row, chunk_id in enumerate(previous.ids)}
     for i, chunk_id in enumerate(ids):
-        row = row_of.get(chunk_id)
-        if row is not None:
-            source[i] = row
-    kept = source >= 0
-    same = np.zeros(len(ids), dtype=bool)
-    same[kept] = previous.digests[source[kept]] == digests[kept]
-    source[~same] = -1
+        source[i] = row_of.get(chunk_id, -1)
     return source
 
 
@@ -139,26 +127,25 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - offsets, lengths) + np.arange(total, dtype=np.int64)
 
 
-def _canonical(signature: str, ids: list[str], digests: np.ndarray, terms: list[str],
+def _canonical(signature: str, ids: list[str], terms: list[str],
                indptr: np.ndarray, columns: np.ndarray, counts: np.ndarray) -> TermCounts:
     """Renumber the columns by first occurrence in the corpus, dropping terms no row uses."""
     used, first = np.unique(columns, return_index=True)
     order = used[np.argsort(first, kind="stable")]
     renumber = np.full(len(terms), -1, dtype=np.int64)
     renumber[order] = np.arange(len(order), dtype=np.int64)
-    return TermCounts(signature, ids, digests, [terms[int(i)] for i in order], indptr,
+    return TermCounts(signature, ids, [terms[int(i)] for i in order], indptr,
                       renumber[columns], counts)
 
 
 # -- the economy file ----------------------------------------------------------------
 def save_term_counts(path: Path, counts: TermCounts) -> None:
     """Write all or nothing (a killed build leaves the previous file, which an update still
-    reads correctly: it says which chunks and texts its rows were counted from)."""
+    reads correctly: it says which chunks its rows were counted from)."""
     header = json.dumps({"format": FORMAT, "signature": counts.signature, "ids": counts.ids,
                          "terms": counts.terms}).encode("utf-8")
     with atomic_path(path) as tmp, tmp.open("wb") as handle:
-        np.savez(handle, header=np.frombuffer(header, dtype=np.uint8), digests=counts.digests,
-                 indptr=counts.indptr, columns=counts.columns, counts=counts.counts)
+        np.savez(handle, header=np.frombuffer(header, dtype=np.uint8), indptr=counts.indptr, columns=counts.columns, counts=counts.counts)
 
 
 def load_term_counts(path: Path, signature: str) -> TermCounts | None:
@@ -167,12 +154,12 @@ def load_term_counts(path: Path, signature: str) -> TermCounts | None:
     try:
         with path.open("rb") as handle, np.load(handle, allow_pickle=False) as saved:
             header = json.loads(saved["header"].tobytes())
-            arrays = {name: saved[name] for name in ("digests", "indptr", "columns", "counts")}
+            arrays = {name: saved[name] for name in ("indptr", "columns", "counts")}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
         return None  # json's and numpy's format errors are ValueErrors
     if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("signature") != signature:
         return None
-    counts = TermCounts(signature, header.get("ids"), arrays["digests"], header.get("terms"),
+    counts = TermCounts(signature, header.get("ids"), header.get("terms"),
                         arrays["indptr"], arrays["columns"], arrays["counts"])
     return counts if _consistent(counts) else None
 
@@ -182,10 +169,9 @@ def _consistent(counts: TermCounts) -> bool:
     n, indptr, columns = len(counts.ids or ()), counts.indptr, counts.columns
     if not isinstance(counts.ids, list) or not isinstance(counts.terms, list):
         return False
-    if counts.digests.dtype != np.uint64 or indptr.dtype != np.int64 or columns.dtype != np.int64 \
-            or counts.counts.dtype != np.int32:
+    if indptr.dtype != np.int64 or columns.dtype != np.int64 or counts.counts.dtype != np.int32:
         return False
-    if counts.digests.shape != (n,) or indptr.shape != (n + 1,) or columns.shape != counts.counts.shape:
+    if indptr.shape != (n + 1,) or columns.shape != counts.counts.shape:
         return False
     if indptr[0] != 0 or indptr[-1] != len(columns) or np.any(np.diff(indptr) < 0):
         return False

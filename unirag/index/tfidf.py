@@ -59,7 +59,8 @@ class TfidfIndex:
     def build(cls, texts: list[str], ids: list[str]) -> TfidfIndex:
         from unirag.index.term_counts import count_terms
 
-        return cls.from_counts(count_terms(list(ids), texts, cls.tokenize, cls.signature()))
+        return cls.from_counts(count_terms(
+            list(ids), lambda rows: [texts[i] for i in rows], cls.tokenize, cls.signature()))
 
     @classmethod
     def from_counts(cls, counts: TermCounts) -> TfidfIndex:
