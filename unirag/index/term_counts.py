@@ -70,7 +70,7 @@ def count_terms(ids: list[str], texts_of: TextsOf, tokenize: Tokenize, signature
         previous = None
     source = _reused_rows(previous, ids)
     fresh = np.flatnonzero(source < 0)
-    vocabulary = {term: column for column, term in enumerate(previous.terms)} if previous else {}
+    vocabulary = {} if previous is None else {term: column for column, term in enumerate(previous.terms)}
     fresh_indptr, fresh_columns, fresh_counts = _count(tokenize(texts_of(fresh.tolist())), vocabulary)
     old_entries = 0 if previous is None else len(previous.columns)
     starts = np.zeros(len(ids), dtype=np.int64)
@@ -82,21 +82,20 @@ def count_terms(ids: list[str], texts_of: TextsOf, tokenize: Tokenize, signature
     starts[fresh] = old_entries + fresh_indptr[:-1]
     lengths[fresh] = np.diff(fresh_indptr)
     take = _ranges(starts, lengths)
-    columns = np.concatenate((previous.columns if previous else np.zeros(0, np.int64), fresh_columns))[take]
-    counts = np.concatenate((previous.counts if previous else np.zeros(0, np.int32), fresh_counts))[take]
+    old_columns = np.zeros(0, np.int64) if previous is None else previous.columns
+    old_counts = np.zeros(0, np.int32) if previous is None else previous.counts
+    columns = np.concatenate((old_columns, fresh_columns))[take]
+    counts = np.concatenate((old_counts, fresh_counts))[take]
     indptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     return _canonical(signature, list(ids), list(vocabulary), indptr, columns, counts)
 
 
 def _reused_rows(previous: TermCounts | None, ids: list[str]) -> np.ndarray:
     """Per row of the new corpus, the row of ``previous`` with its id, or -1."""
-    source = np.full(len(ids), -1, dtype=np.int64)
     if previous is None or not previous.ids:
-        return source
+        return np.full(len(ids), -1, dtype=np.int64)
     row_of = {chunk_id: row for row, chunk_id in enumerate(previous.ids)}
-    for i, chunk_id in enumerate(ids):
-        source[i] = row_of.get(chunk_id, -1)
-    return source
+    return np.fromiter((row_of.get(chunk_id, -1) for chunk_id in ids), dtype=np.int64, count=len(ids))
 
 
 def _count(token_lists: list[list[str]], vocabulary: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
