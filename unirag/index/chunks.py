@@ -4,14 +4,15 @@ Each artifact records in the manifest a fingerprint of its inputs (the chunk
 ids in order — content hashes — and the embedding model for vectors). When the
 fingerprint is unchanged the artifact is not touched; when it changed, vectors
 come from the embedding cache for every chunk embedded before, so only new
-chunks cost calls.
+chunks cost calls; BM25 and TF-IDF keep their chunks' term counts, so only new
+chunks are tokenised.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from unirag.config import Settings, config_hash
 from unirag.index.bm25 import Bm25Index
@@ -21,9 +22,24 @@ from unirag.llm.base import EmbeddingModel
 from unirag.progress import Progress
 from unirag.workspace import Workspace
 
+if TYPE_CHECKING:
+    from unirag.index.term_counts import TermCounts
+
 CHUNK_VECTORS = "chunk_vectors"
 CHUNK_BM25 = "chunk_bm25"
 CHUNK_TFIDF = "chunk_tfidf"
+TEXT_BATCH = 500  # chunk ids per query when an update reads its new chunks' texts
+
+
+class LexicalIndex(Protocol):
+    """What :func:`_build_lexical` needs of an index class (BM25, TF-IDF)."""
+
+    @classmethod
+    def signature(cls) -> str: ...
+    @classmethod
+    def tokenize(cls, texts: list[str]) -> list[list[str]]: ...
+    @classmethod
+    def from_counts(cls, counts: TermCounts) -> Any: ...
 
 
 def chunk_vector_paths(workspace: Workspace) -> tuple[Path, Path]:
@@ -47,17 +63,32 @@ def build_chunk_vectors(
 
 
 def _build_lexical(
-    workspace: Workspace, key: str, directory: Path, label: str,
-    build: Callable[[list[str], list[str]], None], config: dict, progress: Progress,
+    workspace: Workspace, key: str, name: str, label: str, index: type[LexicalIndex], config: dict,
+    progress: Progress,
 ) -> bool:
-    """Build a lexical index over chunk texts into ``directory`` unless up to date."""
+    """Build a lexical index over chunk texts into artifact ``name`` unless up to date.
+
+    The chunks' term counts are kept beside it (``<name>.terms.npz``, an economy file):
+    an update tokenises only new or changed chunks and recomputes the weights from the
+    counts, giving the same index as a build over every chunk. Writes go artifact, then
+    counts, then manifest: a build killed between them is redone from whichever counts
+    file is there, which says itself which chunks it counted (chunk ids are content
+    hashes: an id names one text)."""
+    from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
+
+    directory = workspace.artifact_path(name)
     ids = workspace.chunk_ids()
     fingerprint = config_hash({"chunks": ids, **config})
     if workspace.is_current(key, fingerprint, (directory,)):
         return False
     start = time.perf_counter()
+    counts_file = workspace.artifact_path(f"{name}.terms.npz")
+    signature = index.signature()
     with progress.task(label):
-        build([chunk.indexed_text for chunk in workspace.iter_chunks()], ids)
+        counts = count_terms(ids, lambda rows: _chunk_texts(workspace, [ids[i] for i in rows], len(ids)),
+                             index.tokenize, signature, load_term_counts(counts_file, signature))
+        index.from_counts(counts).save(directory)
+        save_term_counts(counts_file, counts)
     workspace.set_manifest_entry(
         key, {"config": config, "inputs": fingerprint, "count": len(ids),
               "seconds": round(time.perf_counter() - start, 3)},
@@ -66,12 +97,24 @@ def _build_lexical(
     return True
 
 
+def _chunk_texts(workspace: Workspace, ids: list[str], total: int) -> list[str]:
+    """The indexed texts of chunks ``ids``, in that order: all ``total`` chunks in one pass when
+    most are asked for (a full build), else by id in batches (an update's new chunks)."""
+    if 2 * len(ids) > total:
+        wanted = set(ids)
+        texts = {chunk.id: chunk.indexed_text for chunk in workspace.iter_chunks() if chunk.id in wanted}
+    else:
+        texts = {}
+        for start in range(0, len(ids), TEXT_BATCH):
+            texts.update({chunk_id: chunk.indexed_text
+                          for chunk_id, chunk in workspace.get_chunks(ids[start:start + TEXT_BATCH]).items()})
+    return [texts[chunk_id] for chunk_id in ids]
+
+
 def build_chunk_bm25(workspace: Workspace, progress: Progress | None = None) -> bool:
     """BM25 over chunk texts; returns False when already up to date."""
-    directory = workspace.artifact_path("chunks.bm25")
     return _build_lexical(
-        workspace, CHUNK_BM25, directory, "building BM25 index",
-        lambda texts, ids: Bm25Index.build(texts, ids).save(directory),
+        workspace, CHUNK_BM25, "chunks.bm25", "building BM25 index", Bm25Index,
         {"library": "bm25s", "stopwords": "en"}, progress or Progress(),
     )
 
@@ -80,9 +123,7 @@ def build_chunk_tfidf(workspace: Workspace, progress: Progress | None = None) ->
     """Sparse TF-IDF matrix over chunk texts (KGP's seed retrieval); False when up to date."""
     from unirag.index.tfidf import TfidfIndex
 
-    directory = workspace.artifact_path("chunks.tfidf")
     return _build_lexical(
-        workspace, CHUNK_TFIDF, directory, "building TF-IDF matrix",
-        lambda texts, ids: TfidfIndex.build(texts, ids).save(directory),
+        workspace, CHUNK_TFIDF, "chunks.tfidf", "building TF-IDF matrix", TfidfIndex,
         {"library": "scikit-learn", **TfidfIndex.CONFIG}, progress or Progress(),
     )

@@ -1,9 +1,11 @@
 """TF-IDF over chunk texts as a scipy sparse matrix (KGP's seed retrieval, survey §5).
 
-scikit-learn fits the vocabulary and idf; the matrix (rows L2-normalised) is
-saved as ``matrix.npz`` with the fitted vectoriser's vocabulary and idf, so a
+scikit-learn's vectoriser defines the terms and weights; the matrix (rows
+L2-normalised) is saved as ``matrix.npz`` with the vocabulary and idf, so a
 query is one sparse transform and one sparse mat-vec — no Python loop over
-chunks.
+chunks. The matrix is computed from per-chunk term counts
+(:mod:`unirag.index.term_counts`), so an update tokenises only new chunks and
+still gives the bytes scikit-learn's ``fit_transform`` gives.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from unirag.workspace import atomic_directory, atomic_write_bytes
+
+if TYPE_CHECKING:
+    from unirag.index.term_counts import TermCounts
 
 
 class TfidfIndex:
@@ -23,10 +28,12 @@ class TfidfIndex:
 
     CONFIG = {"stop_words": "english", "sublinear_tf": True, "min_df": 1, "ngram_range": [1, 1]}
 
-    def __init__(self, vectorizer: Any, matrix: Any, ids: list[str]) -> None:
-        self._vectorizer = vectorizer
+    def __init__(self, vocabulary: dict[str, int], idf: np.ndarray, matrix: Any, ids: list[str]) -> None:
+        self.vocabulary = vocabulary  # term -> column, in scikit-learn's order (first occurrence)
+        self.idf = idf  # float32 per column
         self.matrix = matrix  # (n_chunks, vocabulary) CSR, rows L2-normalised
         self.ids = ids
+        self._vectorizer: Any = None  # made on the first query
 
     @classmethod
     def _vectorizer_for(cls, vocabulary: dict[str, int] | None = None) -> Any:
@@ -36,24 +43,58 @@ class TfidfIndex:
         return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **config)
 
     @classmethod
-    def build(cls, texts: list[str], ids: list[str]) -> TfidfIndex:
-        from scipy.sparse import csr_matrix
+    def signature(cls) -> str:
+        """What term counts depend on: an update reuses saved counts only while it is unchanged."""
+        import sklearn
 
-        vectorizer = cls._vectorizer_for()
-        try:
-            matrix = vectorizer.fit_transform(texts).tocsr()
-        except ValueError:  # empty corpus, or only stop words: an empty index, not a crash
-            vectorizer, matrix = None, csr_matrix((len(texts), 0), dtype=np.float32)
-        return cls(vectorizer, matrix, list(ids))
+        return json.dumps({"library": "scikit-learn", "version": sklearn.__version__, **cls.CONFIG})
+
+    @classmethod
+    def tokenize(cls, texts: list[str]) -> list[list[str]]:
+        """Each text's terms as the vectoriser sees them (lowercased, stop words out), in text order."""
+        analyze = cls._vectorizer_for().build_analyzer()
+        return [analyze(text) for text in texts]
+
+    @classmethod
+    def build(cls, texts: list[str], ids: list[str]) -> TfidfIndex:
+        from unirag.index.term_counts import count_terms
+
+        return cls.from_counts(count_terms(
+            list(ids), lambda rows: [texts[i] for i in rows], cls.tokenize, cls.signature()))
+
+    @classmethod
+    def from_counts(cls, counts: TermCounts) -> TfidfIndex:
+        """The index scikit-learn's ``fit_transform`` gives over the counted texts, from their counts.
+
+        scikit-learn numbers terms alphabetically but keeps each row's entries in the order
+        its terms first occur in the corpus (the counts' column order), and that order decides
+        the float sums of the row norms: the count matrix is laid out that way, then weighted
+        by scikit-learn's own transformer, so the result is the same to the bit."""
+        from scipy.sparse import csr_matrix
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        n, size = len(counts.ids), len(counts.terms)
+        if size == 0:  # empty corpus, or only stop words: an empty index, not a crash
+            return cls({}, np.zeros(0, np.float32), csr_matrix((n, 0), dtype=np.float32), list(counts.ids))
+        alphabetical = np.empty(size, dtype=np.int64)
+        alphabetical[sorted(range(size), key=counts.terms.__getitem__)] = np.arange(size)
+        layout = np.lexsort((counts.columns, counts.row_of_entry()))  # by row, then first occurrence
+        matrix = csr_matrix((counts.counts[layout].astype(np.float32),
+                             alphabetical[counts.columns[layout]].astype(np.int32),
+                             counts.indptr.astype(np.int32)), shape=(n, size))
+        transformer = TfidfTransformer(norm="l2", use_idf=True, smooth_idf=True,
+                                       sublinear_tf=bool(cls.CONFIG["sublinear_tf"]))
+        matrix = transformer.fit(matrix).transform(matrix, copy=False).tocsr()
+        vocabulary = dict(zip(counts.terms, alphabetical.tolist(), strict=True))
+        return cls(vocabulary, transformer.idf_, matrix, list(counts.ids))
 
     def save(self, directory: Path) -> None:
         from scipy.sparse import save_npz
 
         with atomic_directory(directory) as tmp:
             save_npz(tmp / "matrix.npz", self.matrix)
-            vocabulary = {} if self._vectorizer is None else {k: int(v) for k, v in self._vectorizer.vocabulary_.items()}
-            idf = [] if self._vectorizer is None else self._vectorizer.idf_.tolist()
-            atomic_write_bytes(tmp / "vectorizer.json", json.dumps({"vocabulary": vocabulary, "idf": idf}).encode())
+            fitted = {"vocabulary": self.vocabulary, "idf": self.idf.tolist()}
+            atomic_write_bytes(tmp / "vectorizer.json", json.dumps(fitted).encode())
             atomic_write_bytes(tmp / "ids.json", json.dumps(self.ids).encode())
 
     @classmethod
@@ -63,24 +104,28 @@ class TfidfIndex:
         ids = json.loads((directory / "ids.json").read_text())
         fitted = json.loads((directory / "vectorizer.json").read_text())
         matrix = load_npz(directory / "matrix.npz").tocsr()
-        if not fitted["vocabulary"]:
-            return cls(None, matrix, ids)
-        vectorizer = cls._vectorizer_for(fitted["vocabulary"])
-        with warnings.catch_warnings():
-            # The fitted vocabulary is lowercase, but str.lower() leaves a few Unicode letters
-            # (e.g. titlecase digraphs) that sklearn's check flags; they were fitted that way.
-            warnings.filterwarnings("ignore", message="Upper case characters found in vocabulary")
-            vectorizer.fit(["placeholder"])  # sets the fitted state; idf is replaced below
-        vectorizer.idf_ = np.asarray(fitted["idf"], dtype=np.float32)
-        return cls(vectorizer, matrix, ids)
+        return cls(fitted["vocabulary"], np.asarray(fitted["idf"], dtype=np.float32), matrix, ids)
+
+    def _query_vectorizer(self) -> Any:
+        """The vectoriser with this index's vocabulary and idf (made once, on the first query)."""
+        if self._vectorizer is None:
+            vectorizer = self._vectorizer_for(self.vocabulary)
+            with warnings.catch_warnings():
+                # The vocabulary is lowercase, but str.lower() leaves a few Unicode letters
+                # (e.g. titlecase digraphs) that sklearn's check flags; they were fitted that way.
+                warnings.filterwarnings("ignore", message="Upper case characters found in vocabulary")
+                vectorizer.fit(["placeholder"])  # sets the fitted state; idf is replaced below
+            vectorizer.idf_ = self.idf
+            self._vectorizer = vectorizer
+        return self._vectorizer
 
     def query_vector(self, text: str) -> Any:
         """The question as a (1, vocabulary) sparse TF-IDF row."""
-        return self._vectorizer.transform([text])
+        return self._query_vectorizer().transform([text])
 
     def search(self, query: str, k: int) -> list[tuple[str, float]]:
         """Top-k (id, cosine) with a positive score, best first."""
-        if self._vectorizer is None or k <= 0 or not self.ids:
+        if not self.vocabulary or k <= 0 or not self.ids:
             return []
         scores = (self.matrix @ self.query_vector(query).T).toarray().ravel()
         k = min(k, len(scores))
