@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.index.vectors import read_ids_file, search_plan, ties_by_id
+from unirag.index.vectors import RowMatch, read_ids_file, search_plan, ties_by_id
 from unirag.store.database import Database
 
 HNSW_M = 16
@@ -46,15 +46,16 @@ class PgVectorIndex:
 
     @classmethod
     def write(cls, db: Database, table: str, ids: list[str], vectors: np.ndarray,
-              previous: tuple[list[str], np.ndarray] | None) -> PgVectorIndex:
+              previous: tuple[list[str], np.ndarray] | None, match: RowMatch | None = None) -> PgVectorIndex:
         """Bring the table to ``ids``/``vectors``: in place from ``previous`` (the ids and vectors
-        the table holds now; rows whose id and vector are unchanged stay) when the dimension is
-        the same, else rebuilt whole (table, rows, then the HNSW index: faster than row by row)."""
+        the table holds now; rows whose id and vector are unchanged stay; ``match``: what the
+        caller knows of them already) when the dimension is the same, else rebuilt whole (table,
+        rows, then the HNSW index: faster than row by row)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 1
         with db:
             if previous is not None and previous[1].ndim == 2 and previous[1].shape[1] == dim and cls._exists(db, table):
-                cls._update(db, table, ids, vectors, previous)
+                cls._update(db, table, ids, vectors, previous, match or RowMatch.of(previous[0], ids))
             else:
                 cls._rebuild(db, table, ids, vectors, dim)
         return cls(db, table, list(ids), dim)
@@ -73,21 +74,16 @@ class PgVectorIndex:
 
     @staticmethod
     def _update(db: Database, table: str, ids: list[str], vectors: np.ndarray,
-                previous: tuple[list[str], np.ndarray]) -> None:
-        old_row = {item: row for row, item in enumerate(previous[0])}
-        kept: set[str] = set()
-        added: list[int] = []
-        for row, item in enumerate(ids):
-            old = old_row.get(item)
-            if old is not None and np.array_equal(np.asarray(previous[1][old], dtype=np.float32), vectors[row]):
-                kept.add(item)
-            else:
-                added.append(row)
-        gone = [item for item in previous[0] if item not in kept]
+                previous: tuple[list[str], np.ndarray], match: RowMatch) -> None:
+        same, _ = match.compared(np.asarray(previous[1]), vectors)
+        kept = np.zeros(len(previous[0]), dtype=bool)
+        kept[match.old_rows[same]] = True
+        gone = [previous[0][row] for row in np.flatnonzero(~kept).tolist()]
         for start in range(0, len(gone), 500):
             part = gone[start:start + 500]
             db.execute(f"DELETE FROM {table} WHERE id IN ({','.join('?' * len(part))})", part)
-        _copy_rows(db, table, [ids[row] for row in added], vectors[added])
+        added = np.flatnonzero(~same)
+        _copy_rows(db, table, [ids[row] for row in added.tolist()], vectors[added])
 
     def labelled(self, label: str) -> PgVectorIndex:
         """This index, named ``label`` (its artifact) in messages."""
