@@ -131,7 +131,7 @@ class HnswIndex:
         still_used[match.old_rows[kept]] = True
         dropped = np.sort(label_of_row[~still_used])
         added = np.flatnonzero(~kept)
-        taken, takers = _identical_rows(old_vectors[old_labels[dropped]], vectors[added])
+        taken, takers = identical_rows(old_vectors[old_labels[dropped]], vectors[added])
         relabelled, renamed = dropped[taken], added[takers]
         dropped, added = np.delete(dropped, taken), np.delete(added, takers)
         total = len(old_labels) + len(added)
@@ -233,7 +233,7 @@ class RowMatch:
         return same, moved
 
 
-def _identical_rows(dropped: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def identical_rows(dropped: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(indices into ``dropped``, indices into ``added``) of pairs with byte-identical vectors:
     each added row takes the first free dropped row of its bytes, in order, so the pairing (and
     the index written) is the same on every run."""
