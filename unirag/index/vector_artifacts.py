@@ -24,7 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from unirag.config import config_hash
-from unirag.index.vectors import HnswIndex, RowMatch, VectorIndex, embedding_mismatch, write_ids_file
+from unirag.index.vectors import (
+    HnswIndex,
+    RowMatch,
+    VectorIndex,
+    embedding_mismatch,
+    read_ids_file,
+    write_ids_file,
+)
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -68,8 +75,8 @@ class KnownRows:
 
 def text_digests(texts: Sequence[str]) -> np.ndarray:
     """One uint64 per text (its UTF-8 bytes): equal exactly when the text is unchanged."""
-    return np.array([int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-                     for text in texts], dtype=np.uint64)
+    joined = b"".join([hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest() for text in texts])
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64)  # the bytes read at once, not an int each
 
 
 def _texts_path(workspace: Workspace, file_stem: str) -> Path:
@@ -225,8 +232,9 @@ def save_vector_artifact(
 
         with progress.task(f"writing pgvector index ({key})"), workspace.db:
             save_vectors()
-            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous, match)
-            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim)
+            labels = read_ids_file(HnswIndex.ids_path(hnsw_path)).get("labels") if previous is not None else None
+            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous, match, labels)
+            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
             record("pgvector")
         return
     index = None

@@ -119,43 +119,21 @@ class HnswIndex:
             return None
         if old.ids != list(old_ids) or not len(ids) or old.dim != vectors.shape[1] or old_vectors.shape[0] != len(old_ids):
             return None
-        old_vectors = np.asarray(old_vectors)  # a memmap's rows gathered as a plain array: no per-call wrapping
-        match = match if match is not None else RowMatch.of(old_ids, ids)
-        same, moved = match.compared(old_vectors, vectors, relink_tolerance)
-        kept = same | moved
-        old_labels = np.asarray(old.label_rows if old.label_rows is not None else range(len(old_ids)), dtype=np.int64)
-        label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
-        live = np.flatnonzero(old_labels >= 0)
-        label_of_row[old_labels[live]] = live
-        still_used = np.zeros(len(old_ids), dtype=bool)
-        still_used[match.old_rows[kept]] = True
-        dropped = np.sort(label_of_row[~still_used])
-        added = np.flatnonzero(~kept)
-        taken, takers = identical_rows(old_vectors[old_labels[dropped]], vectors[added])
-        relabelled, renamed = dropped[taken], added[takers]
-        dropped, added = np.delete(dropped, taken), np.delete(added, takers)
-        total = len(old_labels) + len(added)
-        if (np.count_nonzero(old_labels < 0) + len(dropped)) > max_deleted_share * total:
+        plan = LabelPlan.of(old.label_rows, old_vectors, vectors, match or RowMatch.of(old_ids, ids), relink_tolerance)
+        if plan.too_many_deleted(max_deleted_share):
             return None
         index = old._index
-        if moved.any():
-            index = _with_vectors(index, label_of_row[match.old_rows[moved]], vectors[moved])
+        if plan.moved.any():
+            index = _with_vectors(index, plan.moved_labels, vectors[plan.moved])
             if index is None:
                 return None
-        labels = np.full(total, -1, dtype=np.int64)
-        labels[label_of_row[match.old_rows[kept]]] = np.flatnonzero(kept)
-        labels[relabelled] = renamed
-        fresh = np.arange(len(old_labels), total, dtype=np.int64)
-        labels[fresh] = added
-        index.resize_index(max(1, total))
-        for label in dropped.tolist():
+        index.resize_index(max(1, len(plan.labels)))
+        for label in plan.dropped.tolist():
             index.mark_deleted(int(label))
-        if len(added):
-            index.add_items(vectors[added], fresh, num_threads=1)  # one thread: the same graph every time
-        updated = cls(index, list(ids), old.dim, labels.tolist(), old.label)
-        updated.update_counts = {"kept": int(np.count_nonzero(same)), "moved": int(np.count_nonzero(moved)),
-                                 "relabelled": int(len(renamed)), "added": int(len(added)),
-                                 "deleted": int(len(dropped))}
+        if len(plan.added):
+            index.add_items(vectors[plan.added], plan.fresh, num_threads=1)  # one thread: the same graph every time
+        updated = cls(index, list(ids), old.dim, plan.labels.tolist(), old.label)
+        updated.update_counts = plan.counts
         return updated
 
     def save(self, path: Path) -> None:
@@ -231,6 +209,60 @@ class RowMatch:
         if tolerance is not None:
             moved[rows[~equal & (1.0 - np.einsum("ij,ij->i", before, after) <= tolerance)]] = True
         return same, moved
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """How an index whose labels are not rows (hnswlib; a pgvector table) is brought to new rows
+    in place: a row whose id and vector are unchanged keeps its label, so does one whose vector
+    moved a little (with the new vector), a new row with a dropped row's exact vector takes over
+    that row's label (a renamed community), the other dropped labels are deleted and the other
+    new rows get fresh labels after the old ones."""
+
+    labels: np.ndarray  # label -> new row (-1: deleted), every old label then the fresh ones
+    dropped: np.ndarray  # live old labels to delete, ascending
+    added: np.ndarray  # new rows to insert under fresh labels, in row order
+    moved: np.ndarray  # bool per new row: its label kept, its vector rewritten
+    moved_labels: np.ndarray  # the labels of the moved rows, in row order
+    counts: dict[str, int]  # kept, moved, relabelled, added, deleted: the manifest's ``update``
+
+    @classmethod
+    def of(cls, old_label_rows: list[int] | None, old_vectors: np.ndarray, vectors: np.ndarray, match: RowMatch,
+           tolerance: float | None) -> LabelPlan:
+        """The plan from the old label -> row map (None: labels are rows), the old and new
+        vectors, and which old row each new row continues; ``tolerance`` (None: exact only)
+        as in :meth:`RowMatch.compared`."""
+        old_vectors = np.asarray(old_vectors)  # a memmap's rows gathered as a plain array: no per-call wrapping
+        n_old = old_vectors.shape[0]
+        same, moved = match.compared(old_vectors, vectors, tolerance)
+        kept = same | moved
+        old_labels = np.asarray(old_label_rows if old_label_rows is not None else range(n_old), dtype=np.int64)
+        label_of_row = np.full(n_old, -1, dtype=np.int64)
+        live = np.flatnonzero(old_labels >= 0)
+        label_of_row[old_labels[live]] = live
+        still_used = np.zeros(n_old, dtype=bool)
+        still_used[match.old_rows[kept]] = True
+        dropped = np.sort(label_of_row[~still_used])
+        added = np.flatnonzero(~kept)
+        taken, takers = identical_rows(old_vectors[old_labels[dropped]], vectors[added])
+        relabelled, renamed = dropped[taken], added[takers]
+        dropped, added = np.delete(dropped, taken), np.delete(added, takers)
+        labels = np.full(len(old_labels) + len(added), -1, dtype=np.int64)
+        labels[label_of_row[match.old_rows[kept]]] = np.flatnonzero(kept)
+        labels[relabelled] = renamed
+        labels[len(old_labels):] = added
+        counts = {"kept": int(np.count_nonzero(same)), "moved": int(np.count_nonzero(moved)),
+                  "relabelled": int(len(renamed)), "added": int(len(added)), "deleted": int(len(dropped))}
+        return cls(labels, dropped, added, moved, label_of_row[match.old_rows[moved]], counts)
+
+    @property
+    def fresh(self) -> np.ndarray:
+        """The labels of the ``added`` rows."""
+        return np.arange(len(self.labels) - len(self.added), len(self.labels), dtype=np.int64)
+
+    def too_many_deleted(self, max_deleted_share: float) -> bool:
+        """Deleted labels past ``max_deleted_share`` of all: time to build whole (compacted)."""
+        return np.count_nonzero(self.labels < 0) > max_deleted_share * len(self.labels)
 
 
 def identical_rows(dropped: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
