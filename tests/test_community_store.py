@@ -54,6 +54,11 @@ def _sibling(store: str, suffix: str) -> str:
     return store if store == "sqlite" else f"{store}_{suffix}"
 
 
+def _community_positions(ws: Workspace) -> dict[str, int]:
+    order = ws.db.dialect.insertion_order
+    return dict(ws.db.execute(f"SELECT id, {order} FROM communities WHERE hierarchy = 'h'").fetchall())
+
+
 def _other() -> HierarchyResult:
     return HierarchyResult("other", "bottom_up", [_community("o1", 0)], [_link(0, "o", "p")])
 
@@ -63,9 +68,11 @@ def test_a_save_over_a_stored_hierarchy_reads_back_as_a_whole_rewrite(tmp_path: 
     store = CommunityStore(ws)
     store.save(_other())
     store.save(_before())
-    level0 = _link_positions(ws, 0)
+    level0, unchanged = _link_positions(ws, 0), _community_positions(ws)
     store.save(_after())
     assert _link_positions(ws, 0) == level0  # an unchanged level is not written again
+    assert {item: at for item, at in _community_positions(ws).items() if item in {"c1", "c2", "c11"}} == {
+        item: unchanged[item] for item in ("c1", "c2", "c11")}  # nor an unchanged community
     whole = Workspace.init(tmp_path / "whole", store=_sibling(any_store, "whole"))
     whole_store = CommunityStore(whole)
     whole_store.save(_other())
@@ -89,15 +96,18 @@ def _read_saved(root: Path, any_store: str, result: HierarchyResult) -> tuple[ob
     return out
 
 
-def test_links_without_stored_digests_are_rewritten_whole(tmp_path: Path, any_store: str) -> None:
-    """A workspace from before the level digests: every level is written again once."""
+def test_links_without_recorded_digests_are_compared_with_the_stored_links(tmp_path: Path, any_store: str) -> None:
+    """A workspace from before the level digests: the stored links are read and digested once."""
     ws = Workspace.init(tmp_path / "ws", store=any_store)
     store = CommunityStore(ws)
     store.save(_before())
+    level0 = _link_positions(ws, 0)
     with ws.db:
         ws.db.execute("DELETE FROM community_link_levels")
     store.save(_after())
+    assert _link_positions(ws, 0) == level0
     assert store.load_links("h") == _read_saved(tmp_path / "whole", any_store, _after())[2]
+    assert len(ws.db.execute("SELECT * FROM community_link_levels").fetchall()) == 3  # recorded again
     ws.close()
 
 

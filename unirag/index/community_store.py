@@ -100,27 +100,26 @@ class CommunityStore:
             self.db.executemany(f"INSERT INTO communities ({_COMMUNITY_COLUMNS}) VALUES ({_marks(11)})", written)
 
     def _save_links(self, name: str, links: Sequence[CommunityLink]) -> None:
-        """Rewrite the levels whose links (in order) differ from the stored ones' digest. Without
-        stored digests (a workspace from before them), every level is rewritten."""
-        by_level: dict[int, list[tuple[Any, ...]]] = {}
-        for link in links:
-            by_level.setdefault(link.level, []).append(
-                (name, link.level, link.source, link.target, link.weight, link.description, link.digest))
+        """Rewrite the levels whose links (in order) differ from the stored ones, by digest."""
+        by_level = _rows_by_level(name, links)
         digests = {level: _level_digest(rows) for level, rows in by_level.items()}
-        stored = dict(self.db.execute(
+        recorded = dict(self.db.execute(
             "SELECT level, digest FROM community_link_levels WHERE hierarchy = ?", (name,)).fetchall())
-        if not stored:
-            self.db.execute("DELETE FROM community_links WHERE hierarchy = ?", (name,))
+        stored = recorded or self._stored_link_digests(name)
         changed = [level for level in sorted(by_level) if stored.get(level) != digests[level]]
-        stale = [level for level in sorted(stored) if level not in by_level or level in changed]
-        for level in stale:
+        for level in sorted(set(stored) - set(by_level) | set(changed)):
             self.db.execute("DELETE FROM community_links WHERE hierarchy = ? AND level = ?", (name, level))
-            self.db.execute("DELETE FROM community_link_levels WHERE hierarchy = ? AND level = ?", (name, level))
         for level in changed:
             self.db.executemany(f"INSERT INTO community_links ({_LINK_COLUMNS}) VALUES ({_marks(7)})",
                                 by_level[level])
+        self.db.execute("DELETE FROM community_link_levels WHERE hierarchy = ?", (name,))
         self.db.executemany("INSERT INTO community_link_levels (hierarchy, level, links, digest) VALUES (?, ?, ?, ?)",
-                            [(name, level, len(by_level[level]), digests[level]) for level in changed])
+                            [(name, level, len(rows), digests[level]) for level, rows in sorted(by_level.items())])
+
+    def _stored_link_digests(self, name: str) -> dict[int, str]:
+        """The digest of each stored level of links, read from the links themselves: a
+        workspace from before the recorded digests (read once; the save records them)."""
+        return {level: _level_digest(rows) for level, rows in _rows_by_level(name, self.load_links(name)).items()}
 
     def clear(self) -> None:
         """Forget every hierarchy (an emptied corpus has no communities)."""
@@ -175,6 +174,15 @@ def _community_row(name: str, c: Community) -> tuple[Any, ...]:
     """A community as the ``communities`` table stores it (the JSON columns as text)."""
     return (name, c.id, c.level, c.title, c.summary, json.dumps(c.children), json.dumps(c.entities),
             json.dumps(c.chunks), c.parent, c.rating, json.dumps(c.payload, ensure_ascii=False))
+
+
+def _rows_by_level(name: str, links: Iterable[CommunityLink]) -> dict[int, list[tuple[Any, ...]]]:
+    """Links as the ``community_links`` table stores them, per level, in their order."""
+    by_level: dict[int, list[tuple[Any, ...]]] = {}
+    for link in links:
+        by_level.setdefault(link.level, []).append(
+            (name, link.level, link.source, link.target, link.weight, link.description, link.digest))
+    return by_level
 
 
 def _level_digest(rows: Iterable[tuple[Any, ...]]) -> str:
