@@ -67,9 +67,3 @@ def schema_url(server_url: str, schema: str) -> str:
 def postgres_store(postgres_server: str) -> str:
     """A ``store`` setting naming a fresh schema of the session's PostgreSQL server."""
     return schema_url(postgres_server, f"t_{uuid.uuid4().hex[:12]}")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_store(request: pytest.FixtureRequest) -> str:
-    """Each store a workspace can use: SQLite, and a PostgreSQL schema of :func:`postgres_store`."""
-    return "sqlite" if request.param == "sqlite" else request.getfixturevalue("postgres_store")

@@ -55,6 +55,11 @@ def _contexts(ws: Workspace, store: str) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest) -> str:
+    return "sqlite" if request.param == "sqlite" else request.getfixturevalue("postgres_store")
+
+
 # -- schema versions -----------------------------------------------------------------
 def test_a_new_workspace_records_each_components_schema_version(tmp_path: Path, any_store: str) -> None:
     from unirag.graph.graph_store import GraphStore
@@ -64,7 +69,7 @@ def test_a_new_workspace_records_each_components_schema_version(tmp_path: Path, 
     GraphStore(ws)
     CommunityStore(ws)
     assert {c: schema_version(ws.db, c) for c in ("workspace", "graph", "communities")} == {
-        "workspace": 2, "graph": 3, "communities": 3}
+        "workspace": 2, "graph": 3, "communities": 2}
     ws.close()
 
 
