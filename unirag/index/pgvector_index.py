@@ -60,14 +60,14 @@ class PgVectorIndex:
               previous_labels: list[int] | None = None) -> PgVectorIndex:
         """Bring the table to ``ids``/``vectors``: in place from ``previous`` (the ids and vectors
         the table holds now, ``previous_labels`` its label -> row map as its ``.ids.json`` holds
-        it, None when labels are rows; ``match``: what the caller knows of the rows already)
-        when the table has labels, the dimension is the same and few labels would be deleted,
-        else rebuilt whole (table, rows, then the HNSW index: faster than row by row)."""
+        it; ``match``: what the caller knows of the rows already) when the table has labels,
+        the dimension is the same and few labels would be deleted, else rebuilt whole (table,
+        rows, then the HNSW index: faster than row by row)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = int(vectors.shape[1]) if vectors.ndim == 2 and vectors.shape[0] else 1
         with db:
             if previous is not None and previous[1].ndim == 2 and previous[1].shape[1] == dim \
-                    and "label" in db.table_columns(table):
+                    and _labels_fit(previous_labels, len(previous[0])) and "label" in db.table_columns(table):
                 plan = LabelPlan.of(previous_labels, previous[1], vectors, match or RowMatch.of(previous[0], ids), None)
                 if not plan.too_many_deleted(MAX_DELETED_SHARE):
                     cls._update(db, table, vectors, plan)
@@ -118,12 +118,20 @@ class PgVectorIndex:
         key = "id" if self._label_ids is None else "label"
         out = []
         for row in query:
-            hits = self.db.execute(f"SELECT {key}, -(embedding <#> ?) FROM {self.table} ORDER BY embedding <#> ? LIMIT ?",
-                                   (row, row, fetch)).fetchall()
+            hits = self.db.execute(f"SELECT {key}, -(embedding <#> ?) FROM {self.table} "
+                                   "ORDER BY embedding <#> ? LIMIT ?", (row, row, fetch)).fetchall()
             if self._label_ids is not None:
                 hits = [(self._label_ids[int(label)], score) for label, score in hits]
             out.append(ties_by_id(((item, float(score)) for item, score in hits), k))
         return out
+
+
+def _labels_fit(labels: list[int] | None, rows: int) -> bool:
+    """A label -> row map that names each of ``rows`` rows once (anything else: rebuild whole)."""
+    if labels is None:
+        return False
+    live = sorted(row for row in labels if row >= 0)
+    return live == list(range(rows))
 
 
 def _copy_rows(db: Any, table: str, labels: np.ndarray, vectors: np.ndarray) -> None:

@@ -233,7 +233,8 @@ def save_vector_artifact(
         with progress.task(f"writing pgvector index ({key})"), workspace.db:
             save_vectors()
             labels = read_ids_file(HnswIndex.ids_path(hnsw_path)).get("labels") if previous is not None else None
-            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous, match, labels)
+            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous, match,
+                                        labels)
             write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
             record("pgvector")
         return
