@@ -297,3 +297,40 @@ def test_a_new_lower_node_nearer_than_a_kept_link_takes_it_over() -> None:
     links = {updated.ids[1][r]: updated.ids[0][updated.down[updated.offsets[1] + r] - updated.offsets[0]]
              for r in range(3)}
     assert links == {"c5": "e13", "c15": "e13", "c180": "e180"}
+
+
+def _stats_by_unique_pairs(index: CHnswIndex) -> list[int]:
+    """Edges per layer as ``stats`` computed them before its kernel: unique (min, max) pairs."""
+    edges = []
+    for level in range(index.n_layers):
+        a, b = int(index.offsets[level]), int(index.offsets[level + 1])
+        rows = np.repeat(np.arange(a, b), index.deg[a:b])
+        cols = index.adj[a:b][index.adj[a:b] >= 0]
+        pairs = np.unique(np.minimum(rows, cols).astype(np.int64) * index.vectors.shape[0] + np.maximum(rows, cols))
+        edges.append(int(pairs.size))
+    return edges
+
+
+def test_stats_count_the_edges_a_unique_over_all_pairs_counts(medium) -> None:
+    index, layers = medium
+    updated, _ = CHnswIndex.updated(index, _changed(layers, seed=41))
+    for each in (index, updated, CHnswIndex.build(layers, m=8, ef_construction=64, heuristic=False)):
+        stats = each.stats()
+        assert [layer["edges"] for layer in stats["layers"]] == _stats_by_unique_pairs(each)
+        assert [layer["directed_links"] for layer in stats["layers"]] == [
+            int(each.deg[each.offsets[level]:each.offsets[level + 1]].sum()) for level in range(each.n_layers)]
+
+
+def test_renamed_nodes_keep_their_place_and_links(medium) -> None:
+    """Every community of layers 1.. renamed (an id derived from members changes while its summary,
+    hence its vector, stays): the update inserts nothing and answers as the index it continues."""
+    index, layers = medium
+    renamed = [layers[0]] + [([f"{node}-renamed" for node in ids], vectors) for ids, vectors in layers[1:]]
+    order = [np.argsort(ids, kind="stable") for ids, _ in renamed]  # new ids sort elsewhere: rows move
+    renamed = [([ids[i] for i in o], vectors[o]) for (ids, vectors), o in zip(renamed, order, strict=True)]
+    updated, done = CHnswIndex.updated(index, renamed)
+    assert done == {"mode": "update", "inserted": 0, "kept": sum(len(ids) for ids, _ in layers)}
+    queries = _unit(np.random.default_rng(42), 40, 16)
+    for before, after in zip(index.search_many(queries, 5), updated.search_many(queries, 5), strict=True):
+        assert {level: [(f"{node}-renamed" if level else node, score) for node, score in hits]
+                for level, hits in before.items()} == after

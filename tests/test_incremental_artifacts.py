@@ -187,7 +187,7 @@ def test_given_vectors_update_in_place_and_an_insert_then_delete_leaves_them_as_
     grown /= np.linalg.norm(grown, axis=1, keepdims=True)
     grown_ids = ids + [f"new{i}" for i in range(6)]
     update = _given(ws, grown_ids, grown)
-    assert update == {"mode": "update", "kept": 0, "moved": 300, "added": 6, "deleted": 0}
+    assert update == {"mode": "update", "kept": 0, "moved": 300, "relabelled": 0, "added": 6, "deleted": 0}
     fresh = Workspace.init(tmp_path / "fresh")
     _given(fresh, grown_ids, grown)
     assert _top(ws, queries) == _top(fresh, queries)  # equal to a whole build (exact at this size)

@@ -71,7 +71,8 @@ def test_rows_that_moved_a_little_keep_their_label_and_get_the_new_vector(tmp_pa
     nudged[:3] = _unit(rng, 3)  # three rows move far: relinked
     nudged /= np.linalg.norm(nudged, axis=1, keepdims=True)
     index = HnswIndex.updated(path, ids, vectors, ids, nudged)
-    assert index is not None and index.update_counts == {"kept": 0, "moved": 197, "added": 3, "deleted": 3}
+    assert index is not None and index.update_counts == {"kept": 0, "moved": 197, "relabelled": 0, "added": 3,
+                                                     "deleted": 3}
     assert sum(label < 0 for label in index.label_rows) == 3
     index.save(path)
     loaded = HnswIndex.load(path)
@@ -79,3 +80,79 @@ def test_rows_that_moved_a_little_keep_their_label_and_get_the_new_vector(tmp_pa
         exact = sorted(((ids[j], float(s)) for j, s in enumerate(nudged @ nudged[row])), key=lambda h: (-h[1], h[0]))
         assert [item for item, _ in hits] == [item for item, _ in exact[:5]]
         assert np.allclose([score for _, score in hits], [score for _, score in exact[:5]], atol=1e-5)
+
+
+def _copied(path: Path, directory: Path) -> Path:
+    """A saved index and its ids file copied into ``directory``."""
+    directory.mkdir(exist_ok=True)
+    copy = directory / path.name
+    copy.write_bytes(path.read_bytes())
+    HnswIndex.ids_path(copy).write_bytes(HnswIndex.ids_path(path).read_bytes())
+    return copy
+
+
+def _renamed_update(tmp_path: Path, copy_of: Path | None = None) -> tuple[Path, list[str], np.ndarray, HnswIndex]:
+    """An index of 120 rows updated to: 20 rows renamed (new id, same vector; two dropped rows
+    share a vector, and three new rows carry it), 10 dropped, 5 new, the rest unchanged. From a
+    copy of the saved index at ``copy_of`` when given (a threaded whole build differs run to run)."""
+    rng = np.random.default_rng(4)
+    old_ids, old = [f"c{i:03d}" for i in range(120)], _unit(rng, 120)
+    old[7] = old[3]  # two old rows with one vector: a pairing must stay deterministic
+    if copy_of is None:
+        path = _saved(tmp_path, old_ids, old)
+    else:
+        path = _copied(copy_of, tmp_path)
+    renamed = {i: f"r{i:03d}" for i in range(20)}
+    keep = list(range(30, 120))
+    ids = [renamed[i] for i in renamed] + [old_ids[i] for i in keep] + ["x0", "x1"] + [f"n{i}" for i in range(5)]
+    vectors = np.concatenate([old[:20], old[keep], old[[3, 3]], _unit(rng, 5)])
+    order = np.argsort(ids, kind="stable")  # the artifact's rows in id order
+    ids, vectors = [ids[i] for i in order], vectors[order]
+    index = HnswIndex.updated(path, old_ids, old, ids, vectors)
+    assert index is not None
+    return path, ids, vectors, index
+
+
+def test_a_renamed_row_takes_over_its_old_label_and_answers_as_a_fresh_build(tmp_path: Path) -> None:
+    path, ids, vectors, index = _renamed_update(tmp_path)
+    # 20 renames (r003 and r007 take c003's and c007's labels), x0/x1 find no free identical row
+    assert index.update_counts == {"kept": 90, "moved": 0, "relabelled": 20, "added": 7, "deleted": 10}
+    assert sum(label < 0 for label in index.label_rows) == 10
+    index.save(path)
+    loaded = HnswIndex.load(path)
+    fresh = HnswIndex.build(vectors, ids)
+    queries = np.concatenate([vectors, _unit(np.random.default_rng(5), 30)])
+    assert loaded.search(queries, 10) == fresh.search(queries, 10)
+    assert [ids[loaded.label_rows[label]] for label in range(20)] == [f"r{i:03d}" for i in range(20)]
+
+
+def test_a_renaming_update_writes_the_same_files_every_time(tmp_path: Path) -> None:
+    (tmp_path / "base").mkdir()
+    base = _renamed_update(tmp_path / "base")[0]
+    written = []
+    for run in ("one", "two"):
+        (tmp_path / run).mkdir()
+        path, _, _, index = _renamed_update(tmp_path / run, copy_of=base)
+        index.save(path)
+        written.append((path.read_bytes(), HnswIndex.ids_path(path).read_bytes()))
+    assert written[0] == written[1]
+
+
+def test_a_known_unchanged_hint_gives_what_comparing_every_row_gives(tmp_path: Path) -> None:
+    from unirag.index.vectors import RowMatch
+
+    rng = np.random.default_rng(6)
+    old_ids, old = [f"a{i:02d}" for i in range(60)], _unit(rng, 60)
+    ids, vectors = old_ids[5:] + ["b0"], np.concatenate([old[5:], _unit(rng, 1)])
+    vectors[:3] = _unit(rng, 3)  # changed text: not known, compared
+    known = np.zeros(len(ids), dtype=bool)
+    known[3:-1] = True
+    outcomes = []
+    base = _saved(tmp_path, old_ids, old)
+    for run, match in (("plain", None), ("hinted", RowMatch.of(old_ids, ids, known))):
+        path = _copied(base, tmp_path / run)
+        index = HnswIndex.updated(path, old_ids, old, ids, vectors, match=match)
+        assert index is not None
+        index.save(path)
+        outcomes.append((index.update_counts, path.read_bytes(), HnswIndex.ids_path(path).read_bytes()))
+    assert outcomes[0] == outcomes[1]

@@ -227,7 +227,7 @@ def _copy_vector_index(src: Workspace, dst: Workspace, name: str, stem: str, ent
 
         with dst.db:
             index = PgVectorIndex.write(dst.db, table_name(stem), list(ids), vectors, None)
-            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim)
+            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
             dst.record_manifest_entry(name, entry, vector_files(dst, stem))
     else:
         HnswIndex.build(vectors, list(ids)).save(hnsw_path)

@@ -395,3 +395,29 @@ def single_layer_kernel(vecs, offsets, adj, deg, down, layer_entry, queries, lay
         for p in range(min(k, count)):
             out_i[qi, p] = oi[p] - offsets[layer]
             out_d[qi, p] = od[p]
+
+
+@nb.njit(cache=True, nogil=True)
+def undirected_edges(adj, deg, offsets):  # pragma: no cover - compiled
+    """Per layer, the distinct unordered pairs {u, v} linked either way (``CHnswIndex.stats``).
+
+    A link u -> v counts unless v < u and v -> u exists (then v's link counted the pair). A node's
+    neighbours are distinct (``_add_link`` never adds one twice), so this equals counting the
+    unique (min, max) pairs, without sorting every link of the index on each update."""
+    n_layers = offsets.shape[0] - 1
+    out = np.zeros(n_layers, np.int64)
+    for l in range(n_layers):
+        count = 0
+        for u in range(offsets[l], offsets[l + 1]):
+            for j in range(deg[u]):
+                v = adj[u, j]
+                counted_at_v = False
+                if v < u:
+                    for i in range(deg[v]):
+                        if adj[v, i] == u:
+                            counted_at_v = True
+                            break
+                if not counted_at_v:
+                    count += 1
+        out[l] = count
+    return out

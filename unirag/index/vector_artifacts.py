@@ -24,7 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from unirag.config import config_hash
-from unirag.index.vectors import HnswIndex, VectorIndex, embedding_mismatch, write_ids_file
+from unirag.index.vectors import (
+    HnswIndex,
+    RowMatch,
+    VectorIndex,
+    embedding_mismatch,
+    read_ids_file,
+    write_ids_file,
+)
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -53,16 +60,23 @@ def texts_fingerprint(ids: Sequence[str], texts: Sequence[str], model: str) -> s
 
 @dataclass(frozen=True)
 class KnownRows:
-    """The rows of a text artifact being rebuilt whose id and text the last build embedded."""
+    """The rows of a text artifact being rebuilt whose id and text the last build embedded, and
+    that build's ids and vectors (the in-place index update starts from them)."""
 
     mask: np.ndarray  # bool per row of the new texts
     vectors: np.ndarray  # (mask.sum(), dim) float32: their stored (normalised) vectors, in row order
+    old_rows: np.ndarray  # int64 per row of the new texts: its row in the last build, -1 for a new id
+    previous: tuple[list[str], np.ndarray]  # the last build's ids and (memory-mapped) vectors
+
+    def row_match(self) -> RowMatch:
+        """Known rows keep their stored vector as it is: an index update need not compare them."""
+        return RowMatch(self.old_rows, self.mask)
 
 
 def text_digests(texts: Sequence[str]) -> np.ndarray:
     """One uint64 per text (its UTF-8 bytes): equal exactly when the text is unchanged."""
-    return np.array([int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
-                     for text in texts], dtype=np.uint64)
+    joined = b"".join([hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest() for text in texts])
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64)  # the bytes read at once, not an int each
 
 
 def _texts_path(workspace: Workspace, file_stem: str) -> Path:
@@ -95,11 +109,11 @@ def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[st
     old_ids, old_vectors = previous
     if not len(old_ids) == len(stored) == old_vectors.shape[0]:
         return None
-    old_row = {item: row for row, item in enumerate(old_ids)}
-    matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
+    matched = RowMatch.of(old_ids, ids).old_rows
     mask = matched >= 0
     mask[mask] = stored[matched[mask]] == digests[mask]
-    return KnownRows(mask, np.asarray(old_vectors[matched[mask]], dtype=np.float32))
+    # gathered from the plain array over the map: numpy's memmap wraps every fancy index result
+    return KnownRows(mask, np.asarray(np.asarray(old_vectors)[matched[mask]], dtype=np.float32), matched, previous)
 
 
 def embed_in_length_order(
@@ -150,8 +164,9 @@ def embed_in_length_order(
         return normalise_rows(vectors)
     embedded = ~known.mask  # normalised alone: each row's result depends on that row only
     vectors[embedded] = normalise_rows(vectors[embedded])
-    vectors[known.mask] = known.vectors
-    copies_of_known = [i for i, new in enumerate(distinct) if not new and known.mask[first_row[texts[i]]]]
+    vectors[known.mask] = known.vectors  # a known row keeps its stored vector (:meth:`KnownRows.row_match`)
+    copies_of_known = [i for i, new in enumerate(distinct)
+                       if not new and not known.mask[i] and known.mask[first_row[texts[i]]]]
     vectors[copies_of_known] = vectors[[first_row[texts[i]] for i in copies_of_known]]
     return vectors
 
@@ -188,13 +203,15 @@ def _previous_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[l
 
 def save_vector_artifact(
     workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], vectors: np.ndarray,
-    inputs: str, config: dict, started: float, progress: Progress,
+    inputs: str, config: dict, started: float, progress: Progress, known: KnownRows | None = None,
 ) -> None:
     """Write the vectors and their index, then the manifest entry (last, so
     a crash in between leaves the artifact marked stale, never half-written;
-    on PostgreSQL the table and the entry are one transaction)."""
+    on PostgreSQL the table and the entry are one transaction). ``known``: the rows
+    :func:`_known_rows` found, with the previous build it read them from."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
-    previous = _previous_vectors(workspace, key, file_stem)
+    previous = known.previous if known is not None else _previous_vectors(workspace, key, file_stem)
+    match = known.row_match() if known is not None else None
 
     def save_vectors() -> None:
         with atomic_path(vectors_path) as tmp, open(tmp, "wb") as handle:
@@ -215,14 +232,16 @@ def save_vector_artifact(
 
         with progress.task(f"writing pgvector index ({key})"), workspace.db:
             save_vectors()
-            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous)
-            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim)
+            labels = read_ids_file(HnswIndex.ids_path(hnsw_path)).get("labels") if previous is not None else None
+            index = PgVectorIndex.write(workspace.db, table_name(file_stem), list(ids), vectors, previous, match,
+                                        labels)
+            write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
             record("pgvector")
         return
     index = None
     if previous is not None:
         with progress.task(f"updating HNSW index in place ({key})"):
-            index = HnswIndex.updated(hnsw_path, previous[0], previous[1], list(ids), vectors)
+            index = HnswIndex.updated(hnsw_path, previous[0], previous[1], list(ids), vectors, match=match)
     save_vectors()
     if index is None:
         with progress.task(f"building HNSW index ({key})"):
@@ -261,7 +280,8 @@ def build_text_vectors(
     known = _known_rows(workspace, key, file_stem, ids, digests, embedder.name)
     _save_text_digests(workspace, file_stem, inputs, digests)
     vectors = embed_in_length_order(embedder, texts, batch_size, progress, label, stage, lengths, parallel, known)
-    save_vector_artifact(workspace, key, file_stem, ids, vectors, inputs, {"model": embedder.name}, started, progress)
+    save_vector_artifact(workspace, key, file_stem, ids, vectors, inputs, {"model": embedder.name}, started, progress,
+                         known)
     return True
 
 

@@ -10,7 +10,8 @@ Scores returned are cosine similarities (1 - hnswlib's distance).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -99,14 +100,18 @@ class HnswIndex:
 
     @classmethod
     def updated(cls, path: Path, old_ids: list[str], old_vectors: np.ndarray, ids: list[str], vectors: np.ndarray,
-                max_deleted_share: float = 0.25, relink_tolerance: float = RELINK_TOLERANCE) -> HnswIndex | None:
+                max_deleted_share: float = 0.25, relink_tolerance: float = RELINK_TOLERANCE,
+                match: RowMatch | None = None) -> HnswIndex | None:
         """The index saved at ``path`` (over ``old_ids``/``old_vectors``) brought to ``ids``/``vectors``
         in place: rows whose id and vector are unchanged keep their label, rows whose vector moved
         by at most ``relink_tolerance`` (cosine) keep their label and links with the new vector
-        written over the old, the others are marked deleted and the new ones added. None when a
-        whole build is the better choice: no usable saved index, another dimension, or deleted
-        labels would pass ``max_deleted_share`` (they still cost search time, so the index is
-        compacted by rebuilding it then). ``update_counts`` says what was done."""
+        written over the old, a new row whose vector is byte-identical to a dropped row's takes
+        over that row's label (a renamed community: its id derives from its members, its summary
+        is the same), the others are marked deleted and the new ones added. ``match`` (what the
+        caller already knows of old rows per new row) spares comparing rows it knows unchanged.
+        None when a whole build is the better choice: no usable saved index, another dimension,
+        or deleted labels would pass ``max_deleted_share`` (they still cost search time, so the
+        index is compacted by rebuilding it then). ``update_counts`` says what was done."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         try:
             old = cls.load(path)
@@ -114,44 +119,21 @@ class HnswIndex:
             return None
         if old.ids != list(old_ids) or not len(ids) or old.dim != vectors.shape[1] or old_vectors.shape[0] != len(old_ids):
             return None
-        old_row = {item: row for row, item in enumerate(old_ids)}
-        new_rows = np.arange(len(ids))
-        matched = np.array([old_row.get(item, -1) for item in ids], dtype=np.int64)
-        has = matched >= 0
-        before = np.asarray(old_vectors[matched[has]], dtype=np.float32)
-        after = vectors[has]
-        same = np.zeros(len(ids), dtype=bool)
-        same[has] = np.all(before == after, axis=1)
-        moved = np.zeros(len(ids), dtype=bool)  # a nearby vector: the old links still fit it
-        moved[has] = ~same[has] & (1.0 - np.einsum("ij,ij->i", before, after) <= relink_tolerance)
-        kept = same | moved
-        old_labels = np.asarray(old.label_rows if old.label_rows is not None else range(len(old_ids)), dtype=np.int64)
-        label_of_row = np.full(len(old_ids), -1, dtype=np.int64)
-        live = np.flatnonzero(old_labels >= 0)
-        label_of_row[old_labels[live]] = live
-        keep_rows = matched[kept]
-        dropped = np.setdiff1d(label_of_row, label_of_row[keep_rows])
-        added = new_rows[~kept]
-        total = len(old_labels) + len(added)
-        if (np.count_nonzero(old_labels < 0) + len(dropped)) > max_deleted_share * total:
+        plan = LabelPlan.of(old.label_rows, old_vectors, vectors, match or RowMatch.of(old_ids, ids), relink_tolerance)
+        if plan.too_many_deleted(max_deleted_share):
             return None
         index = old._index
-        if moved.any():
-            index = _with_vectors(index, label_of_row[matched[moved]], vectors[moved])
+        if plan.moved.any():
+            index = _with_vectors(index, plan.moved_labels, vectors[plan.moved])
             if index is None:
                 return None
-        labels = np.full(total, -1, dtype=np.int64)
-        labels[label_of_row[keep_rows]] = new_rows[kept]
-        fresh = np.arange(len(old_labels), total, dtype=np.int64)
-        labels[fresh] = added
-        index.resize_index(max(1, total))
-        for label in dropped.tolist():
+        index.resize_index(max(1, len(plan.labels)))
+        for label in plan.dropped.tolist():
             index.mark_deleted(int(label))
-        if len(added):
-            index.add_items(vectors[added], fresh, num_threads=1)  # one thread: the same graph every time
-        updated = cls(index, list(ids), old.dim, labels.tolist(), old.label)
-        updated.update_counts = {"kept": int(np.count_nonzero(same)), "moved": int(np.count_nonzero(moved)),
-                                 "added": int(len(added)), "deleted": int(len(dropped))}
+        if len(plan.added):
+            index.add_items(vectors[plan.added], plan.fresh, num_threads=1)  # one thread: the same graph every time
+        updated = cls(index, list(ids), old.dim, plan.labels.tolist(), old.label)
+        updated.update_counts = plan.counts
         return updated
 
     def save(self, path: Path) -> None:
@@ -194,6 +176,109 @@ class HnswIndex:
                        k)
             for row_l, row_d in zip(labels, distances, strict=True)
         ]
+
+
+@dataclass(frozen=True)
+class RowMatch:
+    """Each new row's row in the previous build (-1: a new id), and the new rows already known
+    to hold their old row's exact vector (a text artifact knows them from its text digests:
+    their vectors were copied from the old ones), which an update then need not compare."""
+
+    old_rows: np.ndarray  # int64 per new row
+    known_same: np.ndarray | None = None  # bool per new row; None: compare every matched row
+
+    @classmethod
+    def of(cls, old_ids: Sequence[str], ids: Sequence[str], known_same: np.ndarray | None = None) -> RowMatch:
+        old_row = {item: row for row, item in enumerate(old_ids)}
+        return cls(np.fromiter((old_row.get(item, -1) for item in ids), dtype=np.int64, count=len(ids)), known_same)
+
+    def compared(self, old_vectors: np.ndarray, vectors: np.ndarray,
+                 tolerance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(same, moved) per new row: its old row's vector is the new one, or within ``tolerance``
+        (1 - cosine) of it (None: none moved). Rows ``known_same`` are not read again."""
+        same = np.zeros(len(self.old_rows), dtype=bool)
+        moved = np.zeros(len(self.old_rows), dtype=bool)
+        check = self.old_rows >= 0
+        if self.known_same is not None:
+            same[self.known_same] = True
+            check &= ~self.known_same
+        rows = np.flatnonzero(check)
+        before, after = old_vectors[self.old_rows[rows]], vectors[rows]
+        equal = np.all(before == after, axis=1)
+        same[rows[equal]] = True
+        if tolerance is not None:
+            moved[rows[~equal & (1.0 - np.einsum("ij,ij->i", before, after) <= tolerance)]] = True
+        return same, moved
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """How an index whose labels are not rows (hnswlib; a pgvector table) is brought to new rows
+    in place: a row whose id and vector are unchanged keeps its label, so does one whose vector
+    moved a little (with the new vector), a new row with a dropped row's exact vector takes over
+    that row's label (a renamed community), the other dropped labels are deleted and the other
+    new rows get fresh labels after the old ones."""
+
+    labels: np.ndarray  # label -> new row (-1: deleted), every old label then the fresh ones
+    dropped: np.ndarray  # live old labels to delete, ascending
+    added: np.ndarray  # new rows to insert under fresh labels, in row order
+    moved: np.ndarray  # bool per new row: its label kept, its vector rewritten
+    moved_labels: np.ndarray  # the labels of the moved rows, in row order
+    counts: dict[str, int]  # kept, moved, relabelled, added, deleted: the manifest's ``update``
+
+    @classmethod
+    def of(cls, old_label_rows: list[int] | None, old_vectors: np.ndarray, vectors: np.ndarray, match: RowMatch,
+           tolerance: float | None) -> LabelPlan:
+        """The plan from the old label -> row map (None: labels are rows), the old and new
+        vectors, and which old row each new row continues; ``tolerance`` (None: exact only)
+        as in :meth:`RowMatch.compared`."""
+        old_vectors = np.asarray(old_vectors)  # a memmap's rows gathered as a plain array: no per-call wrapping
+        n_old = old_vectors.shape[0]
+        same, moved = match.compared(old_vectors, vectors, tolerance)
+        kept = same | moved
+        old_labels = np.asarray(old_label_rows if old_label_rows is not None else range(n_old), dtype=np.int64)
+        label_of_row = np.full(n_old, -1, dtype=np.int64)
+        live = np.flatnonzero(old_labels >= 0)
+        label_of_row[old_labels[live]] = live
+        still_used = np.zeros(n_old, dtype=bool)
+        still_used[match.old_rows[kept]] = True
+        dropped = np.sort(label_of_row[~still_used])
+        added = np.flatnonzero(~kept)
+        taken, takers = identical_rows(old_vectors[old_labels[dropped]], vectors[added])
+        relabelled, renamed = dropped[taken], added[takers]
+        dropped, added = np.delete(dropped, taken), np.delete(added, takers)
+        labels = np.full(len(old_labels) + len(added), -1, dtype=np.int64)
+        labels[label_of_row[match.old_rows[kept]]] = np.flatnonzero(kept)
+        labels[relabelled] = renamed
+        labels[len(old_labels):] = added
+        counts = {"kept": int(np.count_nonzero(same)), "moved": int(np.count_nonzero(moved)),
+                  "relabelled": int(len(renamed)), "added": int(len(added)), "deleted": int(len(dropped))}
+        return cls(labels, dropped, added, moved, label_of_row[match.old_rows[moved]], counts)
+
+    @property
+    def fresh(self) -> np.ndarray:
+        """The labels of the ``added`` rows."""
+        return np.arange(len(self.labels) - len(self.added), len(self.labels), dtype=np.int64)
+
+    def too_many_deleted(self, max_deleted_share: float) -> bool:
+        """Deleted labels past ``max_deleted_share`` of all: time to build whole (compacted)."""
+        return np.count_nonzero(self.labels < 0) > max_deleted_share * len(self.labels)
+
+
+def identical_rows(dropped: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(indices into ``dropped``, indices into ``added``) of pairs with byte-identical vectors:
+    each added row takes the first free dropped row of its bytes, in order, so the pairing (and
+    the index written) is the same on every run."""
+    free: dict[bytes, list[int]] = {}
+    for at in range(len(dropped) - 1, -1, -1):
+        free.setdefault(dropped[at].tobytes(), []).append(at)  # reversed: pop() gives the first
+    taken, takers = [], []
+    for at, row in enumerate(added):
+        slots = free.get(row.tobytes())
+        if slots:
+            taken.append(slots.pop())
+            takers.append(at)
+    return np.array(taken, dtype=np.int64), np.array(takers, dtype=np.int64)
 
 
 def search_plan(index: VectorIndex, query: np.ndarray, k: int) -> tuple[np.ndarray, int, int]:
