@@ -324,10 +324,11 @@ def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[A
             _load_entity_graph(ctx, with_vectors=True), list(chunk_ids), [texts[c] for c in chunk_ids],
             np.asarray(chunk_vectors, dtype=np.float32), ctx.store.load_chunk_links("hybrid"),
         )
-        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids))
-        # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): index them too.
+        # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): the hierarchy's
+        # leaves, computed once for both.
         z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
                                        config.propagation_self_weight)
+        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids), z)
         index_given_vectors(
             ctx.workspace, "hygrag_node_vectors", "hygrag_node_vectors", hybrid.node_ids, z,
             config_hash({"nodes": hybrid.node_ids, "config": _config_dict(config), **ctx.inputs_of("chunk_vectors",
