@@ -28,6 +28,7 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
+from unirag.store.bulk_load import collector_paused
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -74,6 +75,8 @@ class BuildContext:
     #: Told each artifact's name as its step starts (a benchmark's per-stage CPU and memory).
     on_stage: Callable[[str], None] | None = None
     _store: Any = None
+    # the merged graph as the hierarchy builders read it, made once per graph (see _load_entity_graph)
+    _entity_graph: tuple[Any, Any] | None = None
 
     @property
     def store(self) -> Any:
@@ -242,17 +245,24 @@ def summary_models(ctx: BuildContext) -> Any:
 
 
 def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
-    from unirag.index.entity_graph import to_entity_graph
+    """The merged graph as an ``EntityGraph`` (with the entity vectors when asked). Made once
+    per merged graph and copied for each hierarchy (four read it in one build), so a builder
+    that changed its copy could not change another's."""
+    from unirag.index.entity_graph import copy_entity_graph, to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
 
     merged = ctx.store.shared_graph()
+    cached = ctx._entity_graph
+    if cached is None or cached[0] is not merged or len(cached[1].ids) != len(merged.entities) \
+            or len(cached[1].edges) != len(merged.relationships):
+        ctx._entity_graph = (merged, to_entity_graph(merged))
     vectors = None
     if with_vectors:
         ids, stored = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
-        if ids != list(merged.entities):
+        if ids != ctx._entity_graph[1].ids:
             raise WorkspaceError("entity vectors do not match the graph: run 'unirag index' again to rebuild them")
         vectors = np.asarray(stored, dtype=np.float32)
-    return to_entity_graph(merged, vectors)
+    return copy_entity_graph(ctx._entity_graph[1], vectors)
 
 
 MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier, or None to cluster afresh
@@ -430,8 +440,12 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
                                      lambda: _previous_nodes(ctx, name)))
             return plans[-1].carrier
 
-        result, leaves = run(make_carrier)
-        CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
+        # The builders make hundreds of thousands of records, links and lines and no reference
+        # cycles worth collecting: each full collection would walk the whole heap (the merged
+        # graph, the last build's hierarchy) again (see unirag.store.bulk_load).
+        with collector_paused():
+            result, leaves = run(make_carrier)
+            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
         files = [record_leaves(ctx.workspace, key, leaves)]
         ctx.workspace.set_manifest_entry(key, {
             "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),

@@ -67,3 +67,19 @@ def to_entity_graph(graph: MergedGraph, vectors: np.ndarray | None = None) -> En
         relation_texts=[r.description for r in rels],
         vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32),
     )
+
+
+def copy_entity_graph(graph: EntityGraph, vectors: np.ndarray | None = None) -> EntityGraph:
+    """A copy of ``graph`` (its lists and arrays too) with ``vectors``: what :func:`to_entity_graph`
+    gives for the same merged graph, without reading it again."""
+    return EntityGraph(
+        ids=list(graph.ids),
+        names=list(graph.names),
+        types=list(graph.types),
+        descriptions=list(graph.descriptions),
+        chunk_ids=[list(chunks) for chunks in graph.chunk_ids],
+        edges=graph.edges.copy(),
+        weights=graph.weights.copy(),
+        relation_texts=list(graph.relation_texts),
+        vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32),
+    )
