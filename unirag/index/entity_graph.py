@@ -32,12 +32,11 @@ def entity_full_texts(graph: MergedGraph) -> tuple[list[str], list[str]]:
 
 def relationship_texts(graph: MergedGraph) -> tuple[list[str], list[str]]:
     """``source relation target: description (keywords)`` per relationship."""
+    entities = graph.entities
     ids = list(graph.relationships)
     texts = []
-    for rel_id in ids:
-        rel = graph.relationships[rel_id]
-        source, target = graph.entities[rel.source].name, graph.entities[rel.target].name
-        text = f"{source} {rel.relation} {target}".strip()
+    for rel in graph.relationships.values():
+        text = f"{entities[rel.source].name} {rel.relation} {entities[rel.target].name}".strip()
         description = " ".join(rel.description.split())
         if description:
             text += f": {description}"

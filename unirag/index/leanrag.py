@@ -578,15 +578,10 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
                      entities=[c.entities for c in records], edges=between.pairs.copy(), edge_texts=link_texts,
                      edge_keys=digests, edge_bases=bases), links
 
-    def _bases(self, layer: Layer, groups: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Per group of ``layer``'s edges: the entity-level relations under them (sorted unique
-        hashes), for all groups in one sort rather than one ``np.unique`` per group."""
-        if not groups:
-            return []
-        return self._grouped_bases(layer, np.concatenate(groups), np.array([len(g) for g in groups], dtype=np.int64))
-
     def _grouped_bases(self, layer: Layer, edges: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
-        """:meth:`_bases` of the groups of ``sizes[i]`` consecutive ``edges`` (each at least one)."""
+        """Per group of ``sizes[i]`` consecutive ``edges`` of ``layer`` (each at least one): the
+        entity-level relations under them (sorted unique hashes), for all groups in one sort
+        rather than one ``np.unique`` per group."""
         if not len(sizes):
             return []
         if layer.edge_bases:
