@@ -28,7 +28,7 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
-from unirag.store.bulk_load import collector_paused
+from unirag.store.bulk_load import collector_paused, survivors_frozen
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -664,14 +664,16 @@ def build_order(names: list[str]) -> list[str]:
 def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
     """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
     registry = artifact_registry()
-    for name in build_order(names):
-        if ctx.on_stage is not None:
-            ctx.on_stage(name)
-        tick = time.perf_counter()
-        if registry[name].build(ctx):
-            ctx.rebuilt.append(name)
-        ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
-        ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+    with survivors_frozen() as freeze:
+        for name in build_order(names):
+            if ctx.on_stage is not None:
+                ctx.on_stage(name)
+            tick = time.perf_counter()
+            if registry[name].build(ctx):
+                ctx.rebuilt.append(name)
+            ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
+            ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+            freeze()  # what the step left alive (graph, stores, caches) is not walked by later collections
     return ctx.rebuilt
 
 
