@@ -22,6 +22,7 @@ import numpy as np
 
 from unirag.graph.merge import Claim, Entity, MergedGraph, Relationship
 from unirag.graph.types import ChunkExtraction
+from unirag.store.bulk_load import collector_paused
 from unirag.store.database import Database
 from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.workspace import Workspace
@@ -267,7 +268,12 @@ class GraphStore:
 
     def load_graph(self) -> MergedGraph:
         """The merged graph, its rows in the order save_graph wrote them; each JSON column is
-        decoded in one call (:func:`json_lists`), not one per row (~250,000 on 2Wiki)."""
+        decoded in one call (:func:`json_lists`), not one per row (~250,000 on 2Wiki), with the
+        cyclic collector paused (:mod:`unirag.store.bulk_load`: the rows make no cycles)."""
+        with collector_paused():
+            return self._read_graph()
+
+    def _read_graph(self) -> MergedGraph:
         graph = MergedGraph()
         order = f"ORDER BY {self.db.dialect.insertion_order}"  # the order save_graph wrote: graph rows follow it
         rows = self.db.execute(
