@@ -448,16 +448,3 @@ def test_a_new_clique_loosely_tied_to_a_community_is_a_community_of_its_own() ->
     assert sorted(sorted(c.rows) for c in levels[0]) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert stats["new_roots"] == 1 and stats["attached"] == 0
 
-
-def test_carried_leiden_does_not_split_on_the_last_level() -> None:
-    """A full build stops at ``max_levels``; so does the update: a community on the last level that
-    grew past the cap stays whole (its parts would be cut off with the levels below it)."""
-    from unirag.index.graphrag_communities import carried_leiden
-
-    before = make_graph(4, _cliques([4]))
-    previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
-    grown = make_graph(8, _cliques([4], [(4, 0), (4, 1), (5, 1), (5, 2), (6, 2), (6, 3), (7, 3), (7, 0)]))
-    levels, stats = carried_leiden(grown, previous, max_cluster_size=5, max_levels=1)
-    assert len(levels) == 1 and len(levels[0][0].rows) == 8 and stats["splits"] == 0
-    deeper, _ = carried_leiden(grown, previous, max_cluster_size=5, max_levels=2)
-    assert [c.rows for c in deeper[0]] == [c.rows for c in levels[0]] and len(deeper) == 2

@@ -90,6 +90,17 @@ def test_truncate_never_splits_a_character(tok: Tokenizer) -> None:
         assert tok.count(cut) <= limit
 
 
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_truncate_is_the_first_decoded_span(name: str) -> None:
+    """truncate decodes only the tokens it keeps: the same text as decoding the window of all."""
+    tok = get_tokenizer(name)
+    for text in ("東京の天気は晴れ🎉👩‍🔬 e\u0301t\u00e9 ñ" * 4, "plain words, then 漢字 and 🙂🙂 again\n" * 3):
+        ids = tok.encode(text)
+        for limit in range(len(ids) + 2):
+            expected = text if len(ids) <= limit else tok.decode_spans(ids, [(0, limit)])[0]
+            assert tok.truncate(text, limit) == expected
+
 # --- chunking --------------------------------------------------------------
 
 

@@ -154,12 +154,15 @@ def test_bases_of_edge_groups_equal_per_group_unions() -> None:
     layer = Layer([f"e{i}" for i in range(10)], [""] * 10, np.zeros((10, 2), np.float32),
                   edges=rng.integers(0, 10, size=(40, 2)))
     groups = np.array_split(rng.permutation(40), 9)
-    for got, group in zip(algorithm._bases(layer, groups), groups):
+    def bases(of: Layer, groups: list[np.ndarray]) -> list[np.ndarray]:
+        return algorithm._grouped_bases(of, np.concatenate(groups), np.array([len(g) for g in groups]))
+
+    for got, group in zip(bases(layer, groups), groups):
         assert np.array_equal(got, np.unique(algorithm.base_hashes[group]))
     upper = Layer(["a", "b"], ["", ""], np.zeros((2, 2), np.float32), edges=np.zeros((5, 2), np.int64),
                   edge_bases=[np.unique(rng.integers(0, 9, size=int(k))).astype(np.uint64) for k in (3, 0, 4, 2, 5)])
     upper_groups = [np.array([0, 3]), np.array([1]), np.array([4, 2, 1])]
-    for got, group in zip(algorithm._bases(upper, upper_groups), upper_groups):
+    for got, group in zip(bases(upper, upper_groups), upper_groups):
         assert np.array_equal(got, np.unique(np.concatenate([upper.edge_bases[e] for e in group])))
 
 
@@ -216,3 +219,161 @@ def test_kept_line_counts_give_the_same_reports_and_count_only_new_lines(tmp_pat
                                        line_tokens=kept)
     assert again.communities == plain.communities
     assert calls == []  # every line (and header) was counted by the build before
+
+
+# -- hierarchy loops over whole arrays: each equal to the per-item computation ------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 50, 2000])
+def test_unique_ints_is_numpy_unique(size: int) -> None:
+    from unirag.index.unique_ints import unique_ints
+
+    values = np.random.default_rng(size).integers(-40, 40, size=size)
+    got = unique_ints(values)
+    assert got.dtype == np.unique(values).dtype and np.array_equal(got, np.unique(values))
+    with pytest.raises(TypeError):
+        unique_ints(np.array([0.5, 1.0]))
+
+
+def _lines(rng: np.random.Generator, count: int) -> list[str]:
+    pieces = ["word", "é", "漢字", "🙂", "a b", "long " * 30]
+    return ["".join(rng.choice(pieces, size=int(rng.integers(1, 6)))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("budget", [3, 40, 400])
+def test_concatenations_are_the_truncated_joins(budget: int) -> None:
+    from unirag.index.leanrag import _concatenations
+
+    rng = np.random.default_rng(budget)
+    lines = _lines(rng, 120)
+    cuts = np.sort(rng.choice(np.arange(1, 120), size=30, replace=False))
+    bounds = np.concatenate([[0], cuts, [120]]).tolist()
+    spans = list(zip(bounds[:-1], bounds[1:]))
+    tokenizer = get_tokenizer()
+    expected = [_truncated("\n".join(lines[a:b]), budget, tokenizer) for a, b in spans]
+    assert _concatenations(lines, spans, budget, tokenizer) == expected
+
+
+def test_edge_groups_list_each_cluster_pair_with_its_edges() -> None:
+    from unirag.index.leanrag import _edge_groups
+
+    rng = np.random.default_rng(11)
+    edges, labels = rng.integers(0, 30, size=(200, 2)), rng.integers(0, 6, size=30)
+    groups = _edge_groups(edges, labels)
+    expected: dict[tuple[int, int], list[int]] = {}
+    for e, (u, v) in enumerate(edges.tolist()):
+        a, b = sorted((int(labels[u]), int(labels[v])))
+        expected.setdefault((a, b), []).append(e)
+    assert [tuple(p) for p in groups.pairs.tolist()] == sorted(expected)
+    assert [groups.group(i).tolist() for i in range(len(groups))] == [expected[k] for k in sorted(expected)]
+    keep = groups.pairs[:, 0] != groups.pairs[:, 1]
+    between = groups.subset(keep)
+    assert [between.group(i).tolist() for i in range(len(between))] == \
+        [expected[k] for k in sorted(expected) if k[0] != k[1]]
+
+
+def test_link_digests_are_those_of_each_links_sorted_relation_keys() -> None:
+    import hashlib
+
+    from unirag.index.leanrag import _edge_keys, _group_digests
+
+    layer = Layer(["b", "a", "c", "d"], [""] * 4, np.zeros((4, 2), np.float32),
+                  edges=np.array([(0, 1), (2, 1), (3, 0), (2, 3)], dtype=np.int64))
+    keys = _edge_keys(layer, np.array([3, 0, 1, 2]))
+    assert keys == ["c\x00d", "a\x00b", "a\x00c", "b\x00d"]
+    spans = [(0, 1), (1, 4)]
+
+    def digest(part: list[str]) -> str:
+        return hashlib.sha256("\x01".join(sorted(part)).encode("utf-8")).hexdigest()[:24]
+
+    assert _group_digests(keys, spans) == [digest(keys[a:b]) for a, b in spans]
+
+
+def test_archrag_relations_by_group_keep_each_groups_relations_in_order() -> None:
+    from unirag.index.archrag import _Relations
+
+    rng = np.random.default_rng(2)
+    ends, weights = rng.integers(0, 40, size=(300, 2)), rng.random(300)
+    labels = rng.integers(0, 7, size=40)
+    relations = _Relations(ends, weights, lambda p: f"line {p}")
+    expected: dict[int, list[tuple[int, int, float, str]]] = {}
+    for p, ((u, v), w) in enumerate(zip(ends.tolist(), weights.tolist())):
+        if labels[u] == labels[v]:
+            expected.setdefault(int(labels[u]), []).append((u, v, w, f"line {p}"))
+    by_group = relations.by_group(labels)
+    assert sorted(by_group) == sorted(expected)
+    assert all(relations.quoted(by_group[g]) == expected[g] for g in expected)
+
+
+def test_archrag_knn_union_deduplicated_once_is_the_union_of_deduplicated_sides() -> None:
+    from unirag.index.archrag import ArchragConfig, augment, knn_edges, unique_edges
+
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((60, 8)).astype(np.float32)
+    edges = rng.integers(0, 60, size=(90, 2))
+    got, _ = augment(60, vectors, edges, ArchragConfig(augment="knn", knn_k=3))
+    expected = unique_edges(np.concatenate([unique_edges(edges, 60), knn_edges(vectors, 3)]), 60)
+    assert np.array_equal(got, expected)
+
+
+def test_hygrag_given_propagated_vectors_builds_the_same_hierarchy() -> None:
+    from test_hygrag import random_hybrid, scripted
+
+    from unirag.index.hygrag import HygragConfig, build_hygrag_index, structure_aware_embeddings
+
+    hybrid, config = random_hybrid(30, 90, seed=3), HygragConfig()
+    z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
+                                   config.propagation_self_weight)
+    kept = z.copy()
+    given = build_hygrag_index(hybrid, BuildModels(scripted(), HashEmbedder()), config, propagated=z)
+    assert build_hygrag_index(hybrid, BuildModels(scripted(), HashEmbedder()), config) == given
+    assert np.array_equal(z, kept)  # the caller indexes the same vectors afterwards
+
+
+def test_a_copied_entity_graph_is_the_one_made_again() -> None:
+    from unirag.index.entity_graph import copy_entity_graph
+
+    ring = ring_of_cliques(3, 3)
+    vectors = np.ones((len(ring), 4), np.float32)
+    copy = copy_entity_graph(ring, vectors)
+    assert copy.ids == ring.ids and copy.ids is not ring.ids and np.array_equal(copy.edges, ring.edges)
+    assert copy.chunk_ids == ring.chunk_ids and copy.chunk_ids[0] is not ring.chunk_ids[0]
+    assert (copy.names, copy.types, copy.descriptions, copy.relation_texts) == \
+        (ring.names, ring.types, ring.descriptions, ring.relation_texts)
+    assert np.array_equal(copy.weights, ring.weights) and np.array_equal(copy.vectors, vectors)
+
+
+def test_carried_leiden_within_max_levels_is_the_unlimited_hierarchy_cut_there() -> None:
+    from dataclasses import replace
+
+    from test_graphrag_communities import _cliques
+
+    from unirag.index.graphrag_communities import GraphragCommunityConfig, build_graphrag_communities, carried_leiden
+
+    config = GraphragCommunityConfig(max_cluster_size=3, max_levels=2)
+    before = make_graph(24, _cliques([8, 8, 8], [(0, 8), (8, 16)]))
+    previous = build_graphrag_communities(before, BuildModels(None), config).communities
+    grown = make_graph(30, _cliques([8, 8, 8], [(0, 8), (8, 16)] + [(24 + i, i) for i in range(6)]
+                                    + [(24 + i, 1 + i) for i in range(6)]))
+    unlimited, _ = carried_leiden(grown, previous, config.max_cluster_size)
+    limited, stats = carried_leiden(grown, previous, config.max_cluster_size, max_levels=config.max_levels)
+    assert len(unlimited) > config.max_levels  # the deepest leaves were split, then cut off
+    cut = unlimited[:config.max_levels]
+    cut[-1] = [replace(c, children=()) for c in cut[-1]]
+    assert limited[:-1] == cut[:-1] and [replace(c, children=()) for c in limited[-1]] == cut[-1]
+
+
+def test_survivors_frozen_hands_everything_back_however_the_block_ends() -> None:
+    import gc
+
+    from unirag.store.bulk_load import survivors_frozen
+
+    assert gc.get_freeze_count() == 0
+    with survivors_frozen() as freeze:
+        freeze()
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), survivors_frozen() as freeze:
+        freeze()
+        raise RuntimeError("a step failed")
+    assert gc.get_freeze_count() == 0

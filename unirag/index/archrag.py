@@ -125,6 +125,7 @@ from unirag.index.hierarchy import (
     level_communities,
 )
 from unirag.index.knn_update import NeighbourLists, exact_lists, nearest_lists
+from unirag.index.unique_ints import unique_ints
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary
 from unirag.text.tokenizer import Tokenizer
@@ -194,7 +195,7 @@ def unique_edges(edges: np.ndarray, n: int) -> np.ndarray:
     """Row pairs as sorted, de-duplicated ``(i, j)`` with ``i < j`` (self-loops dropped)."""
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     lo, hi = np.minimum(edges[:, 0], edges[:, 1]), np.maximum(edges[:, 0], edges[:, 1])
-    keys = np.unique(lo[lo != hi] * n + hi[lo != hi])
+    keys = unique_ints(lo[lo != hi] * n + hi[lo != hi])
     return np.stack([keys // n, keys % n], axis=1) if len(keys) else np.zeros((0, 2), dtype=np.int64)
 
 
@@ -203,9 +204,11 @@ def average_degree(n: int, edges: np.ndarray) -> float:
     return 2.0 * len(unique_edges(edges, n)) / n if n else 0.0
 
 
-def knn_k(n: int, edges: np.ndarray, config: ArchragConfig) -> int:
-    """``config.knn_k``, or round(average degree); at least 1 and at most n - 1."""
-    k = config.knn_k if config.knn_k is not None else max(1, round(average_degree(n, edges)))
+def knn_k(n: int, edges: np.ndarray, config: ArchragConfig, distinct: bool = False) -> int:
+    """``config.knn_k``, or round(average degree); at least 1 and at most n - 1.
+    ``distinct``: ``edges`` are unique already (:func:`unique_edges`), not de-duplicated again."""
+    degree = (2.0 * len(edges) / n if n else 0.0) if distinct else average_degree(n, edges)
+    k = config.knn_k if config.knn_k is not None else max(1, round(degree))
     return max(0, min(k, n - 1))
 
 
@@ -259,12 +262,17 @@ Neighbours = Callable[[np.ndarray, int], np.ndarray]  # (vectors, k) -> (n, k) r
 def knn_edges(vectors: np.ndarray, k: int, neighbours_of: Neighbours | None = None) -> np.ndarray:
     """Undirected kNN graph: ``(u, v)`` when v is among u's k nearest or u among v's.
     ``neighbours_of`` replaces :func:`knn_neighbours` (an update continuing stored lists)."""
+    return unique_edges(_knn_pairs(vectors, k, neighbours_of), len(vectors))
+
+
+def _knn_pairs(vectors: np.ndarray, k: int, neighbours_of: Neighbours | None = None) -> np.ndarray:
+    """``(u, v)`` for each v among u's k nearest, repeats and both directions kept: :func:`knn_edges`
+    before de-duplication, for a caller that de-duplicates its union with other edges once."""
     n = len(vectors)
     neighbours = (neighbours_of or knn_neighbours)(vectors, k)
     if neighbours.size == 0:
         return np.zeros((0, 2), dtype=np.int64)
-    pairs = np.stack([np.repeat(np.arange(n), neighbours.shape[1]), neighbours.reshape(-1)], axis=1)
-    return unique_edges(pairs, n)
+    return np.stack([np.repeat(np.arange(n), neighbours.shape[1]), neighbours.reshape(-1)], axis=1)
 
 
 def edge_cosines(vectors: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -288,7 +296,9 @@ def codicil_edges(vectors: np.ndarray, edges: np.ndarray, k: int, alpha: float, 
     from scipy.sparse import coo_matrix, identity
 
     n = len(vectors)
-    union = unique_edges(np.concatenate([unique_edges(edges, n), knn_edges(vectors, k, neighbours_of)]), n)
+    # one de-duplication of the union: the same edges as de-duplicating each side first
+    union = unique_edges(np.concatenate([np.asarray(edges, dtype=np.int64).reshape(-1, 2),
+                                         _knn_pairs(vectors, k, neighbours_of)]), n)
     if len(union) == 0:
         return union
     u, v = union[:, 0], union[:, 1]
@@ -325,9 +335,9 @@ def augment(
         return base, {"k": 0, "added_edges": 0, "removed_edges": 0}
     if vectors is None:
         raise ValueError(f"archrag augment={config.augment!r} needs vectors")
-    k = knn_k(n, base, config)
+    k = knn_k(n, base, config, distinct=True)
     if config.augment == "knn":
-        out = unique_edges(np.concatenate([base, knn_edges(vectors, k, neighbours_of)]), n)
+        out = unique_edges(np.concatenate([base, _knn_pairs(vectors, k, neighbours_of)]), n)
     else:
         out = codicil_edges(vectors, base, k, config.codicil_alpha, config.codicil_exponent, neighbours_of)
     return out, {
@@ -597,12 +607,59 @@ def cosine_to_centroid(vectors: np.ndarray, labels: np.ndarray) -> np.ndarray:
 Relation = tuple[int, int, float, str]  # (u, v, weight, line quoted in prompts)
 
 
+def _no_line(position: int) -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class _Relations:
+    """A layer's relations as prompts quote them: row pairs, weights, and each one's line,
+    written only when a prompt shows it (an update sends the prompts of few communities,
+    and a layer above the entities has hundreds of thousands of relations)."""
+
+    ends: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))  # (m, 2) rows
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (m,)
+    line: Callable[[int], str] = _no_line  # the line quoted for relation ``position``
+
+    def by_group(self, labels: np.ndarray) -> dict[int, np.ndarray]:
+        """Per community label: the positions of the relations with both ends in it, in order."""
+        if not len(self.ends):
+            return {}
+        a, b = labels[self.ends[:, 0]], labels[self.ends[:, 1]]
+        inside = np.flatnonzero(a == b)
+        owner = a[inside]
+        order = np.argsort(owner, kind="stable")
+        inside, owner = inside[order], owner[order]
+        cuts = np.flatnonzero(np.diff(owner)) + 1
+        firsts = owner[np.concatenate([[0], cuts])].tolist() if len(owner) else []
+        return dict(zip(firsts, np.split(inside, cuts)))
+
+    def quoted(self, positions: np.ndarray) -> list[Relation]:
+        """``(u, v, weight, line)`` of the relations at ``positions``."""
+        ends, weights = self.ends[positions].tolist(), self.weights[positions].tolist()
+        return [(u, v, weight, self.line(p)) for p, (u, v), weight in zip(positions.tolist(), ends, weights)]
+
+
+def _relation_line(names: Sequence[str], ends: np.ndarray, texts: Sequence[str], position: int) -> str:
+    """An entity-level relation as prompts quote it: ``name -- name: description``."""
+    u, v = ends[position].tolist()
+    line = f"{names[u]} -- {names[v]}"
+    text = texts[position].strip()
+    return f"{line}: {text}" if text else line
+
+
+def _link_line(titles: Sequence[str], ends: np.ndarray, weights: np.ndarray, position: int) -> str:
+    """A link between two communities as the level above quotes it."""
+    a, b = ends[position].tolist()
+    return f"{titles[a]} -- {titles[b]}: linked {int(weights[position])} times"
+
+
 @dataclass(kw_only=True)
 class _ArchragLayer(Layer):
     """A layer whose ``edges`` are unique (i < j) with structural ``weights`` (relation
-    weights at level 1, link counts above), plus the relation lines prompts quote."""
+    weights at level 1, link counts above), plus the relations prompts quote."""
 
-    relations: list[Relation] = field(default_factory=list)
+    relations: _Relations = field(default_factory=_Relations)
 
 
 @dataclass(kw_only=True)
@@ -616,13 +673,10 @@ def _entity_layer(graph: EntityGraph, vectors: np.ndarray) -> _ArchragLayer:
     n = len(graph)
     edges = unique_edges(graph.edges, max(n, 1))
     weights = _structural_weights(graph.edges, graph.weights, edges, n)
-    relations = []
-    for (u, v), weight, text in zip(graph.edges.tolist(), graph.weights.tolist(), graph.relation_texts):
-        if u == v:
-            continue
-        line = f"{graph.names[u]} -- {graph.names[v]}"
-        text = text.strip()
-        relations.append((u, v, float(weight), f"{line}: {text}" if text else line))
+    kept = np.flatnonzero(graph.edges[:, 0] != graph.edges[:, 1])  # a self-loop is quoted nowhere
+    ends = graph.edges[kept]
+    texts = [graph.relation_texts[i] for i in kept.tolist()]
+    relations = _Relations(ends, graph.weights[kept], partial(_relation_line, graph.names, ends, texts))
     return _ArchragLayer(
         ids=list(graph.ids),
         names=list(graph.names),
@@ -690,18 +744,15 @@ def _build_prompt(
     )
 
 
-def _relations_by_group(layer: _ArchragLayer, labels: np.ndarray) -> dict[int, list[Relation]]:
-    out: dict[int, list[Relation]] = {}
-    for relation in layer.relations:
-        u, v = relation[0], relation[1]
-        if labels[u] == labels[v]:
-            out.setdefault(int(labels[u]), []).append(relation)
-    return out
-
-
 def _names_title(names: Sequence[str], limit: int = 3) -> str:
     head = " / ".join(names[:limit])
     return head + (" / ..." if len(names) > limit else "")
+
+
+def _read_community(names: Sequence[str], group: list[int], degree: np.ndarray, reply: str) -> Summary:
+    """:func:`_read_summary` with the members' names by degree (ties by row), listed only for a
+    reply read (an update reads the replies of few communities)."""
+    return _read_summary([names[i] for i in sorted(group, key=lambda i: (-int(degree[i]), i))], reply)
 
 
 def _read_summary(member_names: list[str], reply: str) -> Summary:
@@ -803,20 +854,21 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         an update costs no token counting; ``truncated_prompts`` counts the prompts sent."""
         labels = clustering.labels
         degree = np.bincount(clustering.edges.reshape(-1), minlength=len(layer))
-        relations = _relations_by_group(layer, labels)
+        relations = layer.relations.by_group(labels)
+        none = np.zeros(0, dtype=np.int64)
         asks = []
         for group in clustering.groups:
-            names = [layer.names[i] for i in sorted(group, key=lambda i: (-int(degree[i]), i))]
-            build = partial(self._request, layer, clustering, group, degree, relations.get(int(labels[group[0]]), []))
-            asks.append(Ask(None, partial(_read_summary, names), build))
+            build = partial(self._request, layer, clustering, group, degree, relations.get(int(labels[group[0]]), none))
+            asks.append(Ask(None, partial(_read_community, layer.names, group, degree), build))
         return asks
 
     def _request(self, layer: _ArchragLayer, clustering: _ArchragClustering, group: list[int], degree: np.ndarray,
-                 relations: list[Relation]) -> ChatRequest:
-        """The summary request of one community (counted in ``truncated_prompts`` when cut)."""
+                 relations: np.ndarray) -> ChatRequest:
+        """The summary request of one community (counted in ``truncated_prompts`` when cut)
+        quoting ``relations`` (positions in ``layer.relations``)."""
         config, tokenizer = self.config, self.models.tokenizer
         tokens = dict(zip(group, tokenizer.count_many([layer.texts[i] for i in group])))
-        prompt = _build_prompt(group, layer, degree, tokens, relations, config, tokenizer)
+        prompt = _build_prompt(group, layer, degree, tokens, layer.relations.quoted(relations), config, tokenizer)
         clustering.stats["truncated_prompts"] += int(prompt.truncated)
         return self.prompt.request(
             SUMMARY_STAGE, max_tokens=config.summary_max_tokens, temperature=self.models.temperature,
@@ -842,18 +894,18 @@ class _Archrag(LayeredAlgorithm[_ArchragLayer, _ArchragClustering, Community]):
         members = np.fromiter((row for group in clustering.groups for row in group), dtype=np.int64, count=sum(sizes))
         owner[members] = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         edges, weights = _next_layer_edges(clustering.edges, owner)
-        pairs = list(zip(edges.tolist(), weights.tolist()))
-        links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(w)) for (a, b), w in pairs]
+        ids, titles = [c.id for c in records], [c.title for c in records]
+        links = [CommunityLink(HIERARCHY, level, ids[a], ids[b], w)
+                 for (a, b), w in zip(edges.tolist(), weights.tolist())]
         upper = _ArchragLayer(
-            ids=[c.id for c in records],
-            names=[c.title for c in records],
+            ids=ids,
+            names=titles,
             texts=[f"{c.title}: {c.summary}" for c in records],
             entities=[c.entities for c in records],
             vectors=vectors,
             edges=edges,
             weights=weights,
-            relations=[(a, b, float(w), f"{records[a].title} -- {records[b].title}: linked {int(w)} times")
-                       for (a, b), w in pairs],
+            relations=_Relations(edges, weights, partial(_link_line, titles, edges, weights)),
         )
         return upper, links
 

@@ -28,6 +28,7 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
+from unirag.store.bulk_load import collector_paused, survivors_frozen
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -74,6 +75,8 @@ class BuildContext:
     #: Told each artifact's name as its step starts (a benchmark's per-stage CPU and memory).
     on_stage: Callable[[str], None] | None = None
     _store: Any = None
+    # the merged graph as the hierarchy builders read it, made once per graph (see _load_entity_graph)
+    _entity_graph: tuple[Any, Any] | None = None
 
     @property
     def store(self) -> Any:
@@ -242,17 +245,24 @@ def summary_models(ctx: BuildContext) -> Any:
 
 
 def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
-    from unirag.index.entity_graph import to_entity_graph
+    """The merged graph as an ``EntityGraph`` (with the entity vectors when asked). Made once
+    per merged graph and copied for each hierarchy (four read it in one build), so a builder
+    that changed its copy could not change another's."""
+    from unirag.index.entity_graph import copy_entity_graph, to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
 
     merged = ctx.store.shared_graph()
+    cached = ctx._entity_graph
+    if cached is None or cached[0] is not merged or len(cached[1].ids) != len(merged.entities) \
+            or len(cached[1].edges) != len(merged.relationships):
+        ctx._entity_graph = (merged, to_entity_graph(merged))
     vectors = None
     if with_vectors:
         ids, stored = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
-        if ids != list(merged.entities):
+        if ids != ctx._entity_graph[1].ids:
             raise WorkspaceError("entity vectors do not match the graph: run 'unirag index' again to rebuild them")
         vectors = np.asarray(stored, dtype=np.float32)
-    return to_entity_graph(merged, vectors)
+    return copy_entity_graph(ctx._entity_graph[1], vectors)
 
 
 MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier, or None to cluster afresh
@@ -324,10 +334,11 @@ def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[A
             _load_entity_graph(ctx, with_vectors=True), list(chunk_ids), [texts[c] for c in chunk_ids],
             np.asarray(chunk_vectors, dtype=np.float32), ctx.store.load_chunk_links("hybrid"),
         )
-        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids))
-        # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): index them too.
+        # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): the hierarchy's
+        # leaves, computed once for both.
         z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
                                        config.propagation_self_weight)
+        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids), z)
         index_given_vectors(
             ctx.workspace, "hygrag_node_vectors", "hygrag_node_vectors", hybrid.node_ids, z,
             config_hash({"nodes": hybrid.node_ids, "config": _config_dict(config), **ctx.inputs_of("chunk_vectors",
@@ -429,8 +440,12 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
                                      lambda: _previous_nodes(ctx, name)))
             return plans[-1].carrier
 
-        result, leaves = run(make_carrier)
-        CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
+        # The builders make hundreds of thousands of records, links and lines and no reference
+        # cycles worth collecting: each full collection would walk the whole heap (the merged
+        # graph, the last build's hierarchy) again (see unirag.store.bulk_load).
+        with collector_paused():
+            result, leaves = run(make_carrier)
+            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
         files = [record_leaves(ctx.workspace, key, leaves)]
         ctx.workspace.set_manifest_entry(key, {
             "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
@@ -649,14 +664,16 @@ def build_order(names: list[str]) -> list[str]:
 def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
     """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
     registry = artifact_registry()
-    for name in build_order(names):
-        if ctx.on_stage is not None:
-            ctx.on_stage(name)
-        tick = time.perf_counter()
-        if registry[name].build(ctx):
-            ctx.rebuilt.append(name)
-        ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
-        ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+    with survivors_frozen() as freeze:
+        for name in build_order(names):
+            if ctx.on_stage is not None:
+                ctx.on_stage(name)
+            tick = time.perf_counter()
+            if registry[name].build(ctx):
+                ctx.rebuilt.append(name)
+            ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
+            ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+            freeze()  # what the step left alive (graph, stores, caches) is not walked by later collections
     return ctx.rebuilt
 
 

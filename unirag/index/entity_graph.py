@@ -32,12 +32,11 @@ def entity_full_texts(graph: MergedGraph) -> tuple[list[str], list[str]]:
 
 def relationship_texts(graph: MergedGraph) -> tuple[list[str], list[str]]:
     """``source relation target: description (keywords)`` per relationship."""
+    entities = graph.entities
     ids = list(graph.relationships)
     texts = []
-    for rel_id in ids:
-        rel = graph.relationships[rel_id]
-        source, target = graph.entities[rel.source].name, graph.entities[rel.target].name
-        text = f"{source} {rel.relation} {target}".strip()
+    for rel in graph.relationships.values():
+        text = f"{entities[rel.source].name} {rel.relation} {entities[rel.target].name}".strip()
         description = " ".join(rel.description.split())
         if description:
             text += f": {description}"
@@ -65,5 +64,21 @@ def to_entity_graph(graph: MergedGraph, vectors: np.ndarray | None = None) -> En
         edges=edges,
         weights=np.array([float(r.weight) for r in rels], dtype=np.float64),
         relation_texts=[r.description for r in rels],
+        vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32),
+    )
+
+
+def copy_entity_graph(graph: EntityGraph, vectors: np.ndarray | None = None) -> EntityGraph:
+    """A copy of ``graph`` (its lists and arrays too) with ``vectors``: what :func:`to_entity_graph`
+    gives for the same merged graph, without reading it again."""
+    return EntityGraph(
+        ids=list(graph.ids),
+        names=list(graph.names),
+        types=list(graph.types),
+        descriptions=list(graph.descriptions),
+        chunk_ids=[list(chunks) for chunks in graph.chunk_ids],
+        edges=graph.edges.copy(),
+        weights=graph.weights.copy(),
+        relation_texts=list(graph.relation_texts),
         vectors=None if vectors is None else np.asarray(vectors, dtype=np.float32),
     )

@@ -255,7 +255,7 @@ def hierarchical_leiden(
 
 def carried_leiden(
     graph: EntityGraph, previous: Sequence[Community], max_cluster_size: int = 10, seed: int = DEFAULT_SEED,
-    resolution: float = 1.0, iterations: int = 2, max_levels: int = 64,
+    resolution: float = 1.0, iterations: int = 2, max_levels: int | None = None,
 ) -> tuple[list[list[LeidenCommunity]], dict[str, int]]:
     """The previous hierarchy over the current ``graph``, new entities attached (incremental update).
 
@@ -267,9 +267,11 @@ def carried_leiden(
     entities with no neighbour in any root community form roots of their own
     (one per connected component among them). A community that is split no
     more but now exceeds ``max_cluster_size`` is split by Leiden, as a full
-    build would, unless it lies on the last of ``max_levels`` levels (a full
-    build stops there too, so the parts would be cut off unused). Reports
-    follow as usual: unchanged communities hit the cache.
+    build would. With ``max_levels`` (the hierarchy's limit) no level past it
+    is made: a full build's deepest leaves are often oversized, and splitting
+    each by Leiden only to cut the parts off with the levels past the limit
+    cost most of an update's carrying (``splits`` counts the splits kept).
+    Reports follow as usual: unchanged communities hit the cache.
     """
     from scipy.sparse import coo_matrix
 
@@ -313,7 +315,7 @@ def carried_leiden(
             stats["new_roots"] += 1
     levels: list[list[tuple[np.ndarray, Community | None, int | None]]] = [
         [(g, o, None) for g, o in zip(groups, origin) if len(g)]]
-    while levels[-1]:
+    while levels[-1] and (max_levels is None or len(levels) < max_levels):
         below: list[tuple[np.ndarray, Community | None, int | None]] = []
         for parent_index, (rows, community, _) in enumerate(levels[-1]):
             kids = [by_id[c] for c in (community.children if community else []) if c in by_id]
@@ -333,7 +335,7 @@ def carried_leiden(
                 if len(kept) > 1:
                     below += [(part, kid, parent_index) for part, kid in kept]
                 continue
-            if len(rows) > max_cluster_size and len(levels) < max_levels:
+            if len(rows) > max_cluster_size and len(levels) < 64:
                 ids = _edges_by_group([rows], n, edges)[0]
                 parts = _split(rows, edges[ids], weights[ids], seed, resolution, iterations)
                 if len(parts) > 1:
@@ -842,7 +844,7 @@ def _report_round(
     asks: list[Ask] = []
     for node in batch:
         rows = node.rows.tolist()
-        previous = kept.get((node.level, frozenset(graph.ids[r] for r in rows))) if kept else None
+        previous = kept.get((node.level, frozenset(map(graph.ids.__getitem__, rows)))) if kept else None
         if previous is not None:
             node.previous = previous
             asks.append(Ask(None, partial(_reply_ignored, _kept_report(previous))))

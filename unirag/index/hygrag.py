@@ -552,6 +552,17 @@ class _HygragClustering(Clustering):
     buckets: list[np.ndarray]
 
 
+def _one_line_texts(layer: Layer, rows: list[int]) -> list[str]:
+    """The members' texts on one line each, as prompts quote them (made only for a bucket
+    whose prompt is sent or reply read: an update keeps most buckets' summaries)."""
+    return [" ".join(layer.texts[i].split()) for i in rows]
+
+
+def _read_bucket(layer: Layer, rows: list[int], max_tokens: int, tokenizer: Tokenizer, reply: str) -> Summary:
+    """:func:`_read_summary` of the bucket of ``rows``."""
+    return _read_summary(_one_line_texts(layer, rows), max_tokens, tokenizer, reply)
+
+
 def _read_summary(texts: list[str], max_tokens: int, tokenizer: Tokenizer, reply: str) -> Summary:
     """The reply's title and summary; the members' first sentences stand in for an unusable reply."""
     title, summary, status = parse_summary(reply)
@@ -643,14 +654,14 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
         config, tokenizer = self.config, self.models.tokenizer
         asks = []
         for rows in clustering.groups:
-            flat = [" ".join(layer.texts[i].split()) for i in rows]
-            asks.append(Ask(None, partial(_read_summary, flat, config.summary_max_tokens, tokenizer),
-                            partial(self._request, layer, rows, flat)))
+            asks.append(Ask(None, partial(_read_bucket, layer, rows, config.summary_max_tokens, tokenizer),
+                            partial(self._request, layer, rows)))
         return asks
 
-    def _request(self, layer: _HygragLayer, rows: list[int], flat: list[str]) -> ChatRequest:
+    def _request(self, layer: _HygragLayer, rows: list[int]) -> ChatRequest:
         """One bucket's summary request: its members' one-line texts within the token budget."""
         config, tokenizer = self.config, self.models.tokenizer
+        flat = _one_line_texts(layer, rows)
         texts = _fit_budget(flat, tokenizer.count_many(flat), config.max_input_tokens, tokenizer)
         members = "\n".join(f"- [{layer.names[i]}] {text}" for i, text in zip(rows, texts))
         return self.prompt.request(
@@ -675,11 +686,12 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
         link_matrix = _bucket_links(layer.adjacency, clustering.buckets, len(layer))
         upper = triu(link_matrix, k=1).tocoo()
         order = np.lexsort((upper.data, upper.col, upper.row))  # (row, col) pairs are unique: one sort, in C
-        links = [CommunityLink(HIERARCHY, level, records[a].id, records[b].id, float(weight))
+        ids = [c.id for c in records]
+        links = [CommunityLink(HIERARCHY, level, ids[a], ids[b], weight)
                  for a, b, weight in zip(upper.row[order].tolist(), upper.col[order].tolist(),
-                                         upper.data[order].tolist())]
+                                         upper.data[order].astype(np.float64).tolist())]
         above = _HygragLayer(
-            ids=[c.id for c in records],
+            ids=ids,
             names=["summary"] * len(records),
             texts=[f"{c.title}: {c.summary}" if c.title else c.summary for c in records],
             entities=[c.entities for c in records],
@@ -692,12 +704,14 @@ class _Hygrag(LayeredAlgorithm[_HygragLayer, _HygragClustering, Community]):
 
 def build_hygrag_index(
     hybrid: HybridGraph, models: BuildModels, config: HygragConfig = HygragConfig(),
-    carrier: LevelCarrier | None = None,
+    carrier: LevelCarrier | None = None, propagated: np.ndarray | None = None,
 ) -> HierarchyResult:
     """HyGRAG's bottom-up hierarchy over every hybrid-graph node; see the module docstring.
 
     ``models.chat=None`` builds without a model: every summary is the
-    extractive fallback (counted in ``fallback_summaries``).
+    extractive fallback (counted in ``fallback_summaries``). ``propagated``:
+    :func:`structure_aware_embeddings` of ``hybrid`` under ``config``, where the
+    caller has them (it indexes them too; on a big graph they cost a second).
     """
     config.validate()
     kinds = hybrid.node_kinds
@@ -714,7 +728,7 @@ def build_hygrag_index(
         texts=list(hybrid.texts),
         entities=[[node] if kind == "entity" else [] for node, kind in zip(hybrid.node_ids, kinds)],
         chunks=[[node] if kind == "chunk" else [] for node, kind in zip(hybrid.node_ids, kinds)],
-        vectors=structure_aware_embeddings(
+        vectors=propagated if propagated is not None else structure_aware_embeddings(
             hybrid.vectors, hybrid.adjacency, config.propagation_iterations, config.propagation_self_weight
         ),
         adjacency=hybrid.adjacency,

@@ -290,17 +290,48 @@ def relation_counts(edges: np.ndarray, labels: np.ndarray, n_clusters: int) -> A
     return counts
 
 
-def _edge_groups(edges: np.ndarray, labels: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
-    """``(a, b, edge indices)`` with ``a <= b`` for each cluster pair holding relations, sorted."""
+@dataclass(frozen=True)
+class EdgeGroups:
+    """A layer's edges grouped by the cluster pair ``(a, b)``, ``a <= b``, at their ends: pair
+    ``i`` is ``pairs[i]`` and holds the edges ``edges[starts[i]:starts[i + 1]]`` (ascending).
+
+    Flat arrays rather than one small array per pair: a big layer has ~100k pairs, and
+    every step over them (digests, bases, concatenated texts) then runs over whole arrays
+    or plain slices."""
+
+    pairs: np.ndarray  # (p, 2) int64, sorted
+    edges: np.ndarray  # edge indices, grouped by pair
+    starts: np.ndarray  # (p + 1,) offsets into ``edges``
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.starts)
+
+    def group(self, i: int) -> np.ndarray:
+        return self.edges[self.starts[i]:self.starts[i + 1]]
+
+    def subset(self, keep: np.ndarray) -> EdgeGroups:
+        """The pairs where ``keep`` (a boolean mask over pairs) holds, in order."""
+        sizes = self.sizes[keep]
+        edges = self.edges[np.repeat(keep, self.sizes)]
+        return EdgeGroups(self.pairs[keep], edges, np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+
+
+def _edge_groups(edges: np.ndarray, labels: np.ndarray) -> EdgeGroups:
+    """The cluster pairs holding relations (``a <= b``, sorted) with their edges (see :class:`EdgeGroups`)."""
     if len(edges) == 0:
-        return []
+        return EdgeGroups(np.zeros((0, 2), np.int64), np.zeros(0, np.int64), np.zeros(1, np.int64))
     ends = labels[edges]
     lo, hi = ends.min(axis=1), ends.max(axis=1)
     order = np.lexsort((np.arange(len(edges)), hi, lo))
     lo, hi = lo[order], hi[order]
     cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
     starts = np.concatenate([[0], cuts])
-    return [(int(lo[s]), int(hi[s]), part) for s, part in zip(starts, np.split(order, cuts))]
+    pairs = np.stack([lo[starts], hi[starts]], axis=1).astype(np.int64)
+    return EdgeGroups(pairs, order.astype(np.int64), np.concatenate([starts, [len(edges)]]).astype(np.int64))
 
 
 def _central_order(vectors: np.ndarray, labels: np.ndarray, n_clusters: int) -> list[np.ndarray]:
@@ -435,7 +466,7 @@ class _LeanragClustering(Clustering):
     labels: np.ndarray
     central: list[np.ndarray]  # each cluster's rows, most central first
     inside: dict[int, np.ndarray]  # cluster -> relations (edge indices) inside it
-    between: list[tuple[int, int, np.ndarray]]  # (a, b, edge indices) of relations joining two clusters
+    between: EdgeGroups  # the relations joining two clusters, by pair
 
 
 class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
@@ -474,10 +505,13 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         k = int(labels.max()) + 1
         central = _central_order(layer.vectors, labels, k)
         edge_groups = _edge_groups(layer.edges, labels)
+        same = edge_groups.pairs[:, 0] == edge_groups.pairs[:, 1]
+        inside = edge_groups.subset(same)
         return _LeanragClustering(
             [np.sort(rows).tolist() for rows in central], {"empty_components": components - k},
-            labels=labels, central=central, inside={a: idx for a, b, idx in edge_groups if a == b},
-            between=[(a, b, idx) for a, b, idx in edge_groups if a != b],
+            labels=labels, central=central,
+            inside={a: inside.group(i) for i, a in enumerate(inside.pairs[:, 0].tolist())},
+            between=edge_groups.subset(~same),
         )
 
     def kept(self, record: Community) -> Summary:
@@ -531,35 +565,34 @@ class _Leanrag(LayeredAlgorithm[Layer, _LeanragClustering, Community]):
         names = [c.title for c in records]
         descriptions = [c.summary for c in records]
         previous = self.previous.get(level) if self.carrier is not None else None
-        bases = self._bases(layer, [idx for _, _, idx in clustering.between])
+        between = clustering.between
+        bases = self._grouped_bases(layer, between.edges, between.sizes)
         strength, link_texts, digests, self.link_records[level] = _aggregate_relations(
             layer, clustering, names, descriptions, level, self.config, self.models, bases, previous)
+        ids = [c.id for c in records]
         links = [
-            CommunityLink(hierarchy=HIERARCHY, level=level, source=records[a].id, target=records[b].id,
-                          weight=float(count), description=text, digest=digest)
-            for (a, b, _), count, text, digest in zip(clustering.between, strength, link_texts, digests)
+            CommunityLink(HIERARCHY, level, ids[a], ids[b], float(count), text, digest)
+            for (a, b), count, text, digest in zip(between.pairs.tolist(), strength.tolist(), link_texts, digests)
         ]
-        edges = np.array([(a, b) for a, b, _ in clustering.between], dtype=np.int64).reshape(-1, 2)
-        return Layer(ids=[c.id for c in records], texts=descriptions, vectors=upper, names=names,
-                     entities=[c.entities for c in records], edges=edges, edge_texts=link_texts,
+        return Layer(ids=ids, texts=descriptions, vectors=upper, names=names,
+                     entities=[c.entities for c in records], edges=between.pairs.copy(), edge_texts=link_texts,
                      edge_keys=digests, edge_bases=bases), links
 
-    def _bases(self, layer: Layer, groups: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Per group of ``layer``'s edges: the entity-level relations under them (sorted unique
-        hashes), for all groups in one sort rather than one ``np.unique`` per group."""
-        if not groups:
+    def _grouped_bases(self, layer: Layer, edges: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
+        """Per group of ``sizes[i]`` consecutive ``edges`` of ``layer`` (each at least one): the
+        entity-level relations under them (sorted unique hashes), for all groups in one sort
+        rather than one ``np.unique`` per group."""
+        if not len(sizes):
             return []
         if layer.edge_bases:
-            edge_order = np.concatenate(groups)
-            parts = [layer.edge_bases[e] for e in edge_order.tolist()]
-            sizes = np.array([len(part) for part in parts], dtype=np.int64)
+            parts = [layer.edge_bases[e] for e in edges.tolist()]
+            part_sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
             # every group holds at least one edge, so no two offsets are equal
-            group_sizes = np.add.reduceat(sizes, np.cumsum([0] + [len(g) for g in groups[:-1]]))
+            group_sizes = np.add.reduceat(part_sizes, np.concatenate([[0], np.cumsum(sizes)[:-1]]))
             return _unique_per_group(np.concatenate(parts), group_sizes)
         if not len(self.base_hashes):
-            return [np.zeros(0, np.uint64) for _ in groups]
-        return _unique_per_group(self.base_hashes[np.concatenate(groups)],
-                                 np.array([len(g) for g in groups], dtype=np.int64))
+            return [np.zeros(0, np.uint64) for _ in range(len(sizes))]
+        return _unique_per_group(self.base_hashes[edges], np.asarray(sizes, dtype=np.int64))
 
 
 def _unique_per_group(values: np.ndarray, sizes: np.ndarray) -> list[np.ndarray]:
@@ -593,47 +626,59 @@ def _aggregate_relations(
     """
     tokenizer, between, stats = models.tokenizer, clustering.between, clustering.stats
     counts = relation_counts(layer.edges, clustering.labels, len(names))
-    strength = (np.asarray(counts[[a for a, _, _ in between], [b for _, b, _ in between]]).reshape(-1)
-                if between else np.zeros(0)).astype(np.int64)
+    strength = (np.asarray(counts[between.pairs[:, 0], between.pairs[:, 1]]).reshape(-1)
+                if len(between) else np.zeros(0)).astype(np.int64)
     tau = config.tau_for(level)
     prompt = models.prompts.load(RELATION_PROMPT)
     quote = max(1, config.max_input_tokens // 8)  # tokens of each aggregated description quoted
-    texts: list[str] = []
-    summarised: list[int] = []
-    requests: list[ChatRequest] = []
-    kept = drifted = 0
-    keys = _edge_keys(layer)
-    digests = [_relations_digest(keys, idx) for _, _, idx in between]
+    starts = between.starts.tolist()
+    digests = _group_digests(_edge_keys(layer, between.edges), list(zip(starts[:-1], starts[1:])))
     records = [LinkBasis(digest, basis, False) for digest, basis in zip(digests, bases)]
-    bodies = _relation_bodies(layer, np.arange(len(layer.edges)))
-    for position, (a, b, idx) in enumerate(between):
-        lines = [bodies[e] for e in idx.tolist()]
-        if strength[position] > tau and previous is not None:
+    texts = [""] * len(between)
+    written = np.ones(len(between), dtype=bool)  # pairs written now: summarised or concatenated, not kept
+    summarise: list[int] = []
+    kept = drifted = 0
+    for position in np.flatnonzero(strength > tau).tolist():
+        if previous is not None:
             before, drift = _kept_link(previous, digests[position], bases[position], config.relink_share)
             if before >= 0:
-                texts.append(previous.descriptions[before])
+                texts[position] = previous.descriptions[before]
                 written_from = previous.bases[before]
                 records[position] = LinkBasis(digests[position],
                                               written_from if len(written_from) else bases[position], True)
+                written[position] = False
                 kept += 1
                 drifted += int(drift > 0)
                 continue
-        if strength[position] > tau:
-            shown, _ = _fit_lines(["- " + line for line in lines], config.max_input_tokens, tokenizer)
-            requests.append(prompt.request(
-                RELATION_STAGE, max_tokens=config.summary_max_tokens, temperature=models.temperature,
-                name_a=names[a], description_a=tokenizer.truncate(_one_line(descriptions[a]), quote),
-                name_b=names[b], description_b=tokenizer.truncate(_one_line(descriptions[b]), quote),
-                relations="\n".join(shown), max_words=str(config.summary_max_words),
-            ))
-            summarised.append(position)
-            records[position].summarised = True
-        texts.append(_truncated("\n".join(lines), config.max_input_tokens, tokenizer))
+        summarise.append(position)
+    # Relation lines only under the pairs written now: a kept description needs none (on an
+    # update's upper levels nearly all; there each line quotes a long description of the level below).
+    positions = np.flatnonzero(written)
+    shown_groups = between.subset(written)
+    bodies = _relation_bodies(layer, shown_groups.edges)
+    shown_starts = shown_groups.starts.tolist()
+    spans = list(zip(shown_starts[:-1], shown_starts[1:]))
+    requests: list[ChatRequest] = []
+    pairs = between.pairs.tolist()
+    for position, at in zip(summarise, np.searchsorted(positions, summarise).tolist()):
+        a, b = pairs[position]
+        lo, hi = spans[at]
+        shown, _ = _fit_lines(["- " + line for line in bodies[lo:hi]], config.max_input_tokens, tokenizer)
+        requests.append(prompt.request(
+            RELATION_STAGE, max_tokens=config.summary_max_tokens, temperature=models.temperature,
+            name_a=names[a], description_a=tokenizer.truncate(_one_line(descriptions[a]), quote),
+            name_b=names[b], description_b=tokenizer.truncate(_one_line(descriptions[b]), quote),
+            relations="\n".join(shown), max_words=str(config.summary_max_words),
+        ))
+        records[position].summarised = True
+    # every pair written now has its concatenation (a summarised one keeps it should its reply be empty)
+    for position, text in zip(positions.tolist(), _concatenations(bodies, spans, config.max_input_tokens, tokenizer)):
+        texts[position] = text
     replies = complete_all(models.chat, requests, models.concurrency, models.progress,
                            f"leanrag level {level}: aggregating relations")
     stats.update(relation_calls=len(requests), relation_cache_hits=0, relation_fallbacks=0, kept_relations=kept,
                  drifted_relations=drifted, concatenated_relations=len(between) - len(requests) - kept)
-    for position, reply in zip(summarised, replies):
+    for position, reply in zip(summarise, replies):
         stats["relation_cache_hits"] += int(reply.cached)
         text = _clean_relation(reply.text)
         if text:
@@ -642,6 +687,31 @@ def _aggregate_relations(
             stats["relation_fallbacks"] += 1
             records[position].summarised = False
     return strength, texts, digests, records
+
+
+def _concatenations(lines: list[str], spans: Sequence[tuple[int, int]], budget: int,
+                    tokenizer: Tokenizer) -> list[str]:
+    """Each span of ``lines`` (none empty) joined by newlines, as :func:`_truncated` cuts it
+    to ``budget`` tokens.
+
+    Lengths and ASCII-ness are summed per span over whole arrays, so only a span that
+    might pass the budget goes through :func:`_truncated`."""
+    if not spans:
+        return []
+    chars = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+    ascii_ = np.fromiter(map(str.isascii, lines), dtype=bool, count=len(lines))
+    bounds = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    first, last = bounds[:, 0], bounds[:, 1]
+    cumulative = np.concatenate([[0], np.cumsum(chars)])
+    not_ascii = np.concatenate([[0], np.cumsum(~ascii_)])
+    # "\n".join adds a character between two lines; ASCII within ``budget`` characters fits
+    fits = ((cumulative[last] - cumulative[first] + (last - first - 1)) <= budget) & \
+        (not_ascii[last] == not_ascii[first])
+    texts = []
+    for (lo, hi), fit in zip(spans, fits.tolist()):
+        text = "\n".join(lines[lo:hi])
+        texts.append(text if fit else _truncated(text, budget, tokenizer))
+    return texts
 
 
 def _kept_link(previous: PreviousLinks, digest: str, basis: np.ndarray, share: float) -> tuple[int, float]:
@@ -656,23 +726,25 @@ def _kept_link(previous: PreviousLinks, digest: str, basis: np.ndarray, share: f
     return -1, drift
 
 
-def _edge_keys(layer: Layer) -> list[str]:
-    """What each edge of ``layer`` stands for in a link's digest. At level 1 its edges are
-    relations between entities: their sorted endpoint id pair. Above, its edges are the
-    aggregated relations of the level below: their own digests, so a link whose underlying
-    relations did not change keeps its digest even when a cluster at either end gained or
-    lost a member elsewhere (the clusters' ids change then, the relations do not)."""
+def _edge_keys(layer: Layer, edge_indices: np.ndarray) -> list[str]:
+    """What each of ``edge_indices`` (edges of ``layer``) stands for in a link's digest. At
+    level 1 its edges are relations between entities: their sorted endpoint id pair. Above,
+    its edges are the aggregated relations of the level below: their own digests, so a link
+    whose underlying relations did not change keeps its digest even when a cluster at either
+    end gained or lost a member elsewhere (the clusters' ids change then, the relations do not)."""
     if layer.edge_keys:
-        return layer.edge_keys
+        keys = layer.edge_keys
+        return [keys[e] for e in edge_indices.tolist()]
     ids = layer.ids
-    return ["\x00".join(sorted((ids[u], ids[v]))) for u, v in layer.edges.tolist()]
+    ends = ((ids[u], ids[v]) for u, v in layer.edges[edge_indices].tolist())
+    return [f"{a}\x00{b}" if a <= b else f"{b}\x00{a}" for a, b in ends]
 
 
-def _relations_digest(keys: Sequence[str], edge_indices: np.ndarray) -> str:
-    """Which entity-level relations a link aggregates: the digest of its edges' sorted ``keys``
-    (:func:`_edge_keys`)."""
-    ordered = sorted(keys[i] for i in edge_indices.tolist())
-    return hashlib.sha256("\x01".join(ordered).encode("utf-8")).hexdigest()[:24]
+def _group_digests(keys: list[str], spans: Sequence[tuple[int, int]]) -> list[str]:
+    """Which entity-level relations each link aggregates: the digest of the sorted ``keys``
+    (:func:`_edge_keys`) of its span of edges."""
+    sha = hashlib.sha256
+    return [sha("\x01".join(sorted(keys[lo:hi])).encode("utf-8")).hexdigest()[:24] for lo, hi in spans]
 
 
 # -- the hierarchy -----------------------------------------------------------------

@@ -101,7 +101,14 @@ class Tokenizer:
         ids = self.encode(text)
         if len(ids) <= max_tokens:
             return text
-        return self.decode_spans(ids, [(0, max_tokens)])[0]
+        # What decode_spans(ids, [(0, max_tokens)]) gives, decoding only the kept tokens and the
+        # first byte after them (a long text cut short decodes a fraction of its tokens).
+        head = self._enc.decode_bytes(ids[:max_tokens])
+        data = head + self._enc.decode_single_token_bytes(ids[max_tokens])[:1]
+        end = len(head)
+        while end > 0 and _is_continuation(data[end]):
+            end -= 1
+        return data[:end].decode("utf-8", errors="replace")
 
     def decode_spans(self, ids: Sequence[int], spans: Sequence[tuple[int, int]]) -> list[str]:
         """Decode token windows ``ids[start:end]`` of one encoded text.
