@@ -105,7 +105,7 @@ class ChatSettings(_ModelEndpoint):
 
 class EmbeddingSettings(_ModelEndpoint):
     """The embedding model; embedded is all-MiniLM-L6-v2, or ``wordllama-l2-supercat-256`` (opt-in:
-    static token vectors, ~1000x faster on CPU, lower recall; the ``fast-embed`` extra)."""
+    static token vectors, ~150x faster on CPU, lower recall; the ``fast-embed`` extra)."""
 
     model: str = EMBEDDED_EMBEDDING_MODEL
     timeout: float = Field(60.0, gt=0)

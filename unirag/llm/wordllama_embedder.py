@@ -2,9 +2,9 @@
 
 ``embedding.model: wordllama-l2-supercat-256`` selects it. The PyPI package ``wordllama``
 (MIT) ships this model's weights and tokenizer inside its wheel; a text's vector is the mean
-of its tokens' vectors, L2-normalised: no network, no attention, about a thousand times
-MiniLM's texts per CPU second, at a cost in retrieval quality (README, "A faster embedded
-model"). It is never the default.
+of its tokens' vectors, L2-normalised: no network, no attention, 120-180 times MiniLM's
+texts per CPU second (tokenising is most of what is left), at a cost in retrieval quality
+(README, "A faster embedded model"). It is never the default.
 
 The files are read here, not through ``wordllama.WordLlama.load``: that looks for the
 tokenizer under a folder the wheel does not have and then downloads from Hugging Face, and
