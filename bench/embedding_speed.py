@@ -14,10 +14,14 @@ as the index does. ``--save-reference FILE`` stores the vectors; ``--reference
 FILE`` compares against stored ones (the minimum cosine per set), so a faster
 path is checked to give the same vectors (minimum and mean cosine per set).
 ``--int8-kernels`` measures the ``embedding.int8_kernels`` graph (built into the
-user cache on first use, before the timing starts). A JSON copy goes to
-bench/out/ (``embedding_speed_int8_kernels.json`` for the int8-kernel graph).
+user cache on first use, before the timing starts); ``--model wordllama-l2-supercat-256``
+the opt-in static-vector embedder (``unirag[fast-embed]``; its vectors have another
+dimension, so no cosine to a MiniLM reference). A JSON copy goes to bench/out/
+(``embedding_speed_int8_kernels.json`` for the int8-kernel graph,
+``embedding_speed_<model>.json`` for another model).
 
     .venv/bin/python bench/embedding_speed.py [--passages 600] [--entity-passages 300] [--int8-kernels]
+        [--model wordllama-l2-supercat-256]
         [--save-reference bench/out/embedding_reference.npz | --reference bench/out/embedding_reference.npz]
 """
 
@@ -34,13 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from unirag.config import load_settings
+from unirag.config import EMBEDDED_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, load_settings
 from unirag.graph.corpus import ingest
 from unirag.graph.extract_nlp import NlpExtractor
 from unirag.graph.merge import merge_extractions, shorten_descriptions
 from unirag.index.entity_graph import entity_full_texts, entity_name_texts
 from unirag.index.vector_artifacts import embed_in_length_order
 from unirag.llm.embedded import EmbeddedEmbedder
+from unirag.llm.wordllama_embedder import WordLlamaEmbedder
 from unirag.progress import Progress
 from unirag.text.tokenizer import get_tokenizer
 from unirag.workspace import Workspace
@@ -91,10 +96,15 @@ def main() -> None:
     parser.add_argument("--save-reference", type=Path)
     parser.add_argument("--reference", type=Path)
     parser.add_argument("--int8-kernels", action="store_true", help="the embedding.int8_kernels graph")
+    parser.add_argument("--model", choices=(EMBEDDED_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL),
+                        default=EMBEDDED_EMBEDDING_MODEL, help="the embedded model to measure")
     args = parser.parse_args()
     sets = text_sets(args.corpus, args.passages, args.entity_passages)
     batch_size = args.batch_size or load_settings(None).embedding.batch_size
-    embedder = EmbeddedEmbedder(int8_kernels=args.int8_kernels)
+    fast = args.model == FAST_EMBEDDING_MODEL
+    if fast and args.int8_kernels:
+        parser.error("--int8-kernels applies to MiniLM only")
+    embedder: Any = WordLlamaEmbedder() if fast else EmbeddedEmbedder(int8_kernels=args.int8_kernels)
     embedder.embed(["warm up the session"])
     reference = dict(np.load(args.reference)) if args.reference else {}
     rows: dict[str, dict[str, Any]] = {}
@@ -107,7 +117,7 @@ def main() -> None:
                                "texts_per_s": round(len(texts) / seconds, 1), "cpu_seconds": round(cpu, 2),
                                "texts_per_cpu_s": round(len(texts) / cpu, 1),
                                "mean_chars": round(sum(map(len, texts)) / max(len(texts), 1), 1)}
-        if name in reference:
+        if name in reference and reference[name].shape == vectors.shape:
             cosines = np.sum(reference[name] * vectors, axis=1)
             row["min_cosine_vs_reference"] = float(np.min(cosines))
             row["mean_cosine_vs_reference"] = float(np.mean(cosines))
@@ -129,7 +139,8 @@ def main() -> None:
               f"{row['texts_per_s']} | {row['cpu_seconds']} | {row['texts_per_cpu_s']} | {cosine} |")
     out = Path(__file__).parent / "out"
     out.mkdir(exist_ok=True)
-    name = "embedding_speed_int8_kernels.json" if args.int8_kernels else "embedding_speed.json"
+    name = (f"embedding_speed_{args.model}.json" if fast else
+            "embedding_speed_int8_kernels.json" if args.int8_kernels else "embedding_speed.json")
     (out / name).write_text(json.dumps(summary, indent=2))
 
 

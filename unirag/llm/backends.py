@@ -4,7 +4,7 @@ settings (:mod:`unirag.llm.remote`) without the layers around them."""
 
 from __future__ import annotations
 
-from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, Settings
+from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, Settings
 from unirag.errors import ConfigError
 from unirag.llm.base import ChatModel, EmbeddingModel
 
@@ -47,10 +47,16 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
             raise ConfigError("embedding.int8_kernels applies to the embedded model only; unset it for an endpoint")
         key = emb.api_key.get_secret_value() if emb.api_key else None
         return OpenAIEmbedder(emb.base_url, emb.model, key, emb.timeout)
+    if emb.model == FAST_EMBEDDING_MODEL:
+        if emb.int8_kernels:
+            raise ConfigError(f"embedding.int8_kernels applies to the embedded MiniLM only; unset it for {emb.model}")
+        from unirag.llm.wordllama_embedder import WordLlamaEmbedder
+
+        return WordLlamaEmbedder(emb.model)
     if emb.model != EMBEDDED_EMBEDDING_MODEL:
         raise ConfigError(
             f"embedding.model '{emb.model}' needs an endpoint: set embedding.base_url "
-            f"(the embedded model is {EMBEDDED_EMBEDDING_MODEL})"
+            f"(the embedded models are {EMBEDDED_EMBEDDING_MODEL} and {FAST_EMBEDDING_MODEL})"
         )
     from unirag.llm.embedded import EmbeddedEmbedder
 
