@@ -156,3 +156,15 @@ def test_a_known_unchanged_hint_gives_what_comparing_every_row_gives(tmp_path: P
         index.save(path)
         outcomes.append((index.update_counts, path.read_bytes(), HnswIndex.ids_path(path).read_bytes()))
     assert outcomes[0] == outcomes[1]
+
+
+def test_a_whole_build_is_the_same_index_every_time(tmp_path: Path) -> None:
+    """Two builds of the same vectors write the same bytes (parallel insertion linked the graph in
+    thread order, so rebuilt workspaces answered a few questions differently)."""
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((3000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"row-{i}" for i in range(len(vectors))]
+    for name in ("a.hnsw", "b.hnsw"):
+        HnswIndex.build(vectors, ids).save(tmp_path / name)
+    assert (tmp_path / "a.hnsw").read_bytes() == (tmp_path / "b.hnsw").read_bytes()

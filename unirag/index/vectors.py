@@ -90,7 +90,10 @@ class HnswIndex:
         index = hnswlib.Index(space="ip", dim=dim)
         index.init_index(max_elements=max(1, len(ids)), ef_construction=ef_construction, M=m, random_seed=42)
         if len(ids):
-            index.add_items(vectors, np.arange(len(ids)), num_threads=-1)
+            # one thread: hnswlib's parallel insertion links the graph in thread order, so two
+            # builds of the same vectors differed and so did a few searches (the dev-set tables
+            # moved by up to 0.02 between identical runs); one thread gives the same graph every time
+            index.add_items(vectors, np.arange(len(ids)), num_threads=1)
         return cls(index, list(ids), dim)
 
     @staticmethod
