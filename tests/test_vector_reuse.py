@@ -54,3 +54,18 @@ def test_stored_vectors_of_another_dimension_are_an_error_not_a_mix(tmp_path: Pa
     _build(ws, TEXTS, HashEmbedder())
     with pytest.raises(WorkspaceError, match="64-dimension vectors.*32-dimension vectors"):
         _build(ws, {**TEXTS, "f": "x"}, HashEmbedder(dim=32))
+
+
+def test_new_texts_scattered_over_a_whole_build_are_packed_into_full_batches(tmp_path: Path) -> None:
+    """Ten new texts of every length among 200 known ones: five calls of two (the batch size),
+    not one small call per batch a whole embedding would make."""
+    ws = Workspace.init(tmp_path / "ws")
+    known = {f"k{i}": "word " * (i % 40 + 1) + str(i) for i in range(200)}
+    _build(ws, known, HashEmbedder())
+    new = {f"n{i}": "term " * (i * 4 + 1) + "new" for i in range(10)}
+    model = HashEmbedder()
+    ids, vectors = _build(ws, {**known, **new}, model)
+    assert [len(batch) for batch in model.batches] == [2] * 5
+    assert sorted(t for batch in model.batches for t in batch) == sorted(new.values())
+    whole_ids, whole = _build(Workspace.init(tmp_path / "whole"), {**known, **new}, HashEmbedder())
+    assert ids == whole_ids and vectors.tobytes() == whole.tobytes()

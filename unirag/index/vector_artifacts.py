@@ -128,16 +128,16 @@ def embed_in_length_order(
     Each distinct text is embedded once (two entities without a description
     share their name's text), whatever the cache holds or whether there is one.
 
-    ``known`` rows (their normalised vectors from the last build) are not embedded again: they
-    are left out of their batches, which are otherwise the ones a whole embedding forms."""
+    ``known`` rows (their normalised vectors from the last build) are not embedded again; the
+    rest are packed into full batches of similar length, so an update of 1 % of the rows makes
+    about 1 % of a whole embedding's calls (not one small call per whole-build batch)."""
     first_row: dict[str, int] = {}
     distinct = [first_row.setdefault(text, i) == i for i, text in enumerate(texts)]
-    rows_to_embed = [i for i, new in enumerate(distinct) if new]
+    distinct_rows = [i for i, new in enumerate(distinct) if new]
+    rows_to_embed = distinct_rows if known is None else [i for i in distinct_rows if not known.mask[i]]
     lengths = lengths if lengths is not None else [len(text) for text in texts]
     order = sorted(rows_to_embed, key=lambda i: lengths[i])
     batches = [order[offset : offset + batch_size] for offset in range(0, len(order), batch_size)]
-    if known is not None:
-        batches = [left for batch in batches if (left := [i for i in batch if not known.mask[i]])]
     vectors = np.zeros((len(texts), 0 if known is None else known.vectors.shape[1]), dtype=np.float32)
 
     def embed(rows: list[int]) -> tuple[list[int], np.ndarray]:
@@ -152,12 +152,12 @@ def embed_in_length_order(
                 vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
             advance(len(rows))
-        if len(rows_to_embed) < len(texts):
+        if len(distinct_rows) < len(texts):
             copies = [i for i, new in enumerate(distinct) if not new]
             vectors[copies] = vectors[[first_row[texts[i]] for i in copies]]
             advance(len(copies))
         if known is not None:
-            advance(int(np.count_nonzero(known.mask[rows_to_embed])))
+            advance(len(distinct_rows) - len(rows_to_embed))
     if not texts:
         return np.zeros((0, 1), dtype=np.float32)
     if known is None:
