@@ -445,18 +445,24 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
 
         # The builders make hundreds of thousands of records, links and lines and no reference
         # cycles worth collecting: each full collection would walk the whole heap (the merged
-        # graph, the last build's hierarchy) again (see unirag.store.bulk_load).
+        # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
+        # before the collector resumes, else its first pass walks them all (0.1 s a hierarchy).
         with collector_paused():
             result, leaves = run(make_carrier)
             CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result,
                                                stored if stored else None)
+            entry = {
+                "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
+                "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
+                "links": len(result.links), "stats": result.stats, "identity": identity,
+                "update": plans[-1].to_json() if plans else None,
+            }
+            del result
+            stored.clear()
+            plans.clear()
         files = [record_leaves(ctx.workspace, key, leaves)]
-        ctx.workspace.set_manifest_entry(key, {
-            "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
-            "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-            "links": len(result.links), "stats": result.stats, "identity": identity,
-            "update": plans[-1].to_json() if plans else None, "seconds": round(time.perf_counter() - started, 3),
-        }, files=files)
+        ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
+                                         files=files)
         return True
 
     return build

@@ -49,6 +49,7 @@ _LINK_LEVELS = """
 CREATE TABLE IF NOT EXISTS community_link_levels (
     hierarchy TEXT, level INTEGER, links TEXT, PRIMARY KEY (hierarchy, level)
 );
+CREATE INDEX IF NOT EXISTS communities_by_level ON communities (hierarchy, level, id);
 """
 
 
@@ -71,7 +72,8 @@ def _links_by_level(db: Database) -> None:
 MIGRATIONS: tuple[Migration, ...] = (
     tables_migration(1, "communities, community_links", _SCHEMA),
     Migration(2, "community_links.digest", _link_digests),
-    Migration(3, "community_link_levels: one row per level of links", _links_by_level),
+    # the index: load() and heads() read a hierarchy by level, which SQLite sorted in a temp file
+    Migration(3, "community_link_levels: one row per level of links; communities_by_level", _links_by_level),
 )
 
 
@@ -82,10 +84,11 @@ def encode_level(links: list[CommunityLink]) -> str:
         "target": [link.target for link in links],
         "weight": [link.weight for link in links],
     }
-    for name in ("description", "digest"):
-        values = [getattr(link, name) for link in links]
-        if any(values):
-            columns[name] = values
+    descriptions, digests = [link.description for link in links], [link.digest for link in links]
+    if any(descriptions):
+        columns["description"] = descriptions
+    if any(digests):
+        columns["digest"] = digests
     return json.dumps(columns, ensure_ascii=False)
 
 
