@@ -69,7 +69,7 @@ def test_a_new_workspace_records_each_components_schema_version(tmp_path: Path, 
     GraphStore(ws)
     CommunityStore(ws)
     assert {c: schema_version(ws.db, c) for c in ("workspace", "graph", "communities")} == {
-        "workspace": 2, "graph": 3, "communities": 2}
+        "workspace": 2, "graph": 3, "communities": 3}
     ws.close()
 
 
@@ -102,6 +102,27 @@ def test_a_workspace_from_before_schema_versions_is_brought_up_to_date(tmp_path:
     again = Workspace.open(tmp_path / "ws")
     assert again.counts()["documents"] == 0 and schema_version(again.db, "workspace") == 2
     again.close()
+
+
+def test_links_stored_one_row_each_move_to_one_row_per_level_in_their_order(tmp_path: Path, any_store: str) -> None:
+    """A workspace from before link levels: its ``community_links`` rows, read back level by
+    level in the order they were written, once the store is opened; the old table is gone."""
+    from unirag.index.community_store import MIGRATIONS, CommunityStore
+    from unirag.index.hierarchy import CommunityLink
+    from unirag.store.schema import ensure_schema
+
+    ws = Workspace.init(tmp_path / "ws", store=any_store)
+    ensure_schema(ws.db, "communities", MIGRATIONS[:2])
+    rows = [("leanrag", 2, "c", "a", 1.0, "", ""), ("leanrag", 1, "b", "a", 2.0, "b and a", "d1"),
+            ("archrag", 1, "x", "y", 0.5, "", ""), ("leanrag", 1, "a", "c", 3.0, "", "d2")]
+    with ws.db:
+        ws.db.executemany("INSERT INTO community_links VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    ws.db.known_versions.clear()
+    store = CommunityStore(ws)
+    assert store.load_links("leanrag") == [CommunityLink(*rows[1]), CommunityLink(*rows[3]), CommunityLink(*rows[0])]
+    assert store.load_links("archrag") == [CommunityLink(*rows[2])]
+    assert "community_links" not in ws.db.tables() and schema_version(ws.db, "communities") == 3
+    ws.close()
 
 
 # -- one writer ------------------------------------------------------------------------

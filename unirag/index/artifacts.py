@@ -28,7 +28,7 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
-from unirag.store.bulk_load import collector_paused, survivors_frozen
+from unirag.store.bulk_load import collector_paused, heap_kept, survivors_frozen
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -371,13 +371,12 @@ def _run_leanrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[
     return config, run
 
 
-def _previous_nodes(ctx: BuildContext, name: str) -> dict[int, list[Any]]:
-    """The last build's communities of hierarchy ``name`` by level, as the attach step reads them."""
+def _previous_nodes(communities: list[Any]) -> dict[int, list[Any]]:
+    """The last build's communities of a hierarchy by level, as the attach step reads them."""
     from unirag.graph.attach import PreviousNode
-    from unirag.index.community_store import CommunityStore
 
     nodes: dict[int, list[Any]] = {}
-    for community in CommunityStore(ctx.workspace).load(name):
+    for community in communities:
         nodes.setdefault(community.level, []).append(
             PreviousNode(community.id, tuple(community.children), community.summary, community))
     return nodes
@@ -434,25 +433,36 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
         identity = {"config": _config_dict(config), "chat": getattr(summary_chat(ctx), "name", "extractive"),
                     "embedder": ctx.models.embedder.name}
         plans: list[UpdatePlan] = []
+        stored: list[Any] = []  # the last build's communities, when an update read them
+
+        def previous() -> dict[int, list[Any]]:
+            stored[:] = CommunityStore(ctx.workspace).load(name)
+            return _previous_nodes(stored)
 
         def make_carrier(leaves: list[str]) -> Any:
-            plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves,
-                                     lambda: _previous_nodes(ctx, name)))
+            plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves, previous))
             return plans[-1].carrier
 
         # The builders make hundreds of thousands of records, links and lines and no reference
         # cycles worth collecting: each full collection would walk the whole heap (the merged
-        # graph, the last build's hierarchy) again (see unirag.store.bulk_load).
+        # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
+        # before the collector resumes, else its first pass walks them all (0.1 s a hierarchy).
         with collector_paused():
             result, leaves = run(make_carrier)
-            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result)
+            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result,
+                                               stored if stored else None)
+            entry = {
+                "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
+                "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
+                "links": len(result.links), "stats": result.stats, "identity": identity,
+                "update": plans[-1].to_json() if plans else None,
+            }
+            del result
+            stored.clear()
+            plans.clear()
         files = [record_leaves(ctx.workspace, key, leaves)]
-        ctx.workspace.set_manifest_entry(key, {
-            "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
-            "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-            "links": len(result.links), "stats": result.stats, "identity": identity,
-            "update": plans[-1].to_json() if plans else None, "seconds": round(time.perf_counter() - started, 3),
-        }, files=files)
+        ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
+                                         files=files)
         return True
 
     return build
@@ -664,7 +674,7 @@ def build_order(names: list[str]) -> list[str]:
 def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
     """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
     registry = artifact_registry()
-    with survivors_frozen() as freeze:
+    with heap_kept(), survivors_frozen() as freeze:
         for name in build_order(names):
             if ctx.on_stage is not None:
                 ctx.on_stage(name)

@@ -117,20 +117,27 @@ class HnswIndex:
         index is compacted by rebuilding it then). ``update_counts`` says what was done."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         try:
-            old = cls.load(path)
-        except (OSError, ValueError, RuntimeError, KeyError):
+            meta = read_ids_file(cls.ids_path(path))
+        except (OSError, ValueError):
             return None
-        if old.ids != list(old_ids) or not len(ids) or old.dim != vectors.shape[1] or old_vectors.shape[0] != len(old_ids):
+        label_rows = meta.get("labels")
+        if (meta.get("ids") != list(old_ids) or not len(ids) or meta.get("dim") != vectors.shape[1]
+                or old_vectors.shape[0] != len(old_ids)):
             return None
-        plan = LabelPlan.of(old.label_rows, old_vectors, vectors, match or RowMatch.of(old_ids, ids), relink_tolerance)
+        plan = LabelPlan.of(label_rows, old_vectors, vectors, match or RowMatch.of(old_ids, ids), relink_tolerance)
         if plan.too_many_deleted(max_deleted_share):
+            return None
+        try:  # loaded with room for every label at once: growing it after would copy the whole graph
+            old = cls.load(path, capacity=len(plan.labels))
+        except (OSError, ValueError, RuntimeError, KeyError):
             return None
         index = old._index
         if plan.moved.any():
             index = _with_vectors(index, plan.moved_labels, vectors[plan.moved])
             if index is None:
                 return None
-        index.resize_index(max(1, len(plan.labels)))
+        if index.get_max_elements() < max(1, len(plan.labels)):
+            index.resize_index(max(1, len(plan.labels)))
         for label in plan.dropped.tolist():
             index.mark_deleted(int(label))
         if len(plan.added):
@@ -145,13 +152,15 @@ class HnswIndex:
         write_ids_file(self.ids_path(path), self.ids, self.dim, self.label_rows)
 
     @classmethod
-    def load(cls, path: Path) -> HnswIndex:
+    def load(cls, path: Path, capacity: int = 0) -> HnswIndex:
+        """The saved index, with room for at least ``capacity`` elements (an update's count)."""
         import hnswlib
 
         meta = read_ids_file(cls.ids_path(path))
         labels = meta.get("labels")
         index = hnswlib.Index(space="ip", dim=meta["dim"])
-        index.load_index(str(path), max_elements=max(1, len(labels if labels is not None else meta["ids"])))
+        stored = len(labels if labels is not None else meta["ids"])
+        index.load_index(str(path), max_elements=max(1, stored, capacity))
         return cls(index, meta["ids"], meta["dim"], labels, path.stem)
 
     def labelled(self, label: str) -> HnswIndex:
