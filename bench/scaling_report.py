@@ -57,7 +57,8 @@ TABLE_STAGES: dict[str, tuple[str, ...]] = {
     "extractions": ("extraction",), "entities": ("graph",), "relationships": ("graph",), "claims": ("graph",),
     "chunk_links": ("chunk_links:pg",), "tree_nodes": ("tree",),
     "communities": ("communities:graphrag", "communities:archrag", "communities:hygrag", "communities:leanrag"),
-    "community_links": ("communities:leanrag",),
+    "community_links": ("communities:leanrag",),  # one row per link, before schema 3 of the community tables
+    "community_link_levels": ("communities:archrag", "communities:hygrag", "communities:leanrag"),
 }
 
 

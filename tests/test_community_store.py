@@ -56,3 +56,13 @@ def test_links_come_back_level_by_level_in_the_order_they_were_saved(tmp_path: P
     store.save(_result([_community("a")], links[:1]))
     assert store.load_links("h") == links[:1]
     assert store.load_links("none") == []
+
+
+def test_a_hierarchy_is_read_by_level_through_an_index_not_a_sort(tmp_path: Path) -> None:
+    """load() and heads() order a hierarchy by level and id; without the index SQLite sorted
+    every hierarchy in a temp file on each read."""
+    ws = Workspace.init(tmp_path / "ws")
+    CommunityStore(ws).save(_result([_community("a")]))
+    plan = ws.db.execute("EXPLAIN QUERY PLAN SELECT id FROM communities WHERE hierarchy = ? ORDER BY level, id",
+                         ("h",)).fetchall()
+    assert "communities_by_level" in str(plan) and "TEMP B-TREE" not in str(plan)

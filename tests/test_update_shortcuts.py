@@ -377,3 +377,10 @@ def test_survivors_frozen_hands_everything_back_however_the_block_ends() -> None
         freeze()
         raise RuntimeError("a step failed")
     assert gc.get_freeze_count() == 0
+
+
+def test_the_default_encoding_and_its_name_give_one_tokenizer() -> None:
+    """``get_tokenizer()`` and ``get_tokenizer("cl100k_base")`` were two keys of one cache, so
+    every index run loaded the same ranks twice (~0.2 CPU s, ~100 MB)."""
+    assert get_tokenizer() is get_tokenizer("cl100k_base")
+    assert get_tokenizer("o200k_base") is not get_tokenizer()

@@ -168,3 +168,20 @@ def test_a_whole_build_is_the_same_index_every_time(tmp_path: Path) -> None:
     for name in ("a.hnsw", "b.hnsw"):
         HnswIndex.build(vectors, ids).save(tmp_path / name)
     assert (tmp_path / "a.hnsw").read_bytes() == (tmp_path / "b.hnsw").read_bytes()
+
+
+def test_an_update_loads_the_index_with_room_for_every_label_and_a_damaged_map_builds_whole(
+        tmp_path: Path) -> None:
+    """The saved graph is loaded once at its final size (no resize copying it after), and an
+    ids map that is not a JSON object is no saved index (the caller builds whole)."""
+    rng = np.random.default_rng(3)
+    old_ids = [f"o{i}" for i in range(50)]
+    old = _unit(rng, 50)
+    path = _saved(tmp_path, old_ids, old)
+    assert HnswIndex.load(path, capacity=80)._index.get_max_elements() == 80
+    assert HnswIndex.load(path)._index.get_max_elements() == 50
+    ids = old_ids + [f"n{i}" for i in range(30)]
+    index = HnswIndex.updated(path, old_ids, old, ids, np.concatenate([old, _unit(rng, 30)]))
+    assert index is not None and index._index.get_max_elements() == len(index.label_rows) == 80
+    HnswIndex.ids_path(path).write_text("[1, 2]")
+    assert HnswIndex.updated(path, old_ids, old, ids, np.concatenate([old, _unit(rng, 30)])) is None

@@ -35,7 +35,7 @@ class TfidfIndex:
     """Build once, save, load once per process, search many times."""
 
     CONFIG = {"stop_words": "english", "sublinear_tf": True, "min_df": 1, "ngram_range": [1, 1]}
-    TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # scikit-learn's default, which CONFIG keeps
+    TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # scikit-learn's default; the query vectoriser is given it too
 
     def __init__(self, vocabulary: dict[str, int], idf: np.ndarray, matrix: Any, ids: list[str]) -> None:
         self.vocabulary = vocabulary  # term -> column, in scikit-learn's order (first occurrence)
@@ -49,7 +49,7 @@ class TfidfIndex:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         config = dict(cls.CONFIG, ngram_range=tuple(cls.CONFIG["ngram_range"]))
-        return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, **config)
+        return TfidfVectorizer(vocabulary=vocabulary, dtype=np.float32, token_pattern=cls.TOKEN_PATTERN, **config)
 
     @classmethod
     def signature(cls) -> str:
@@ -79,7 +79,8 @@ class TfidfIndex:
         scikit-learn numbers terms alphabetically but keeps each row's entries in the order
         its terms first occur in the corpus (the counts' column order), and that order decides
         the float sums of the row norms: the count matrix is laid out that way, then weighted
-        by scikit-learn's own transformer, so the result is the same to the bit."""
+        as scikit-learn's transformer weighs it (:func:`_smooth_idf`, :func:`_weigh_in_place`),
+        so the result is the same to the bit."""
         from scipy.sparse import csr_matrix
 
         n, size = len(counts.ids), len(counts.terms)

@@ -120,6 +120,8 @@ class HnswIndex:
             meta = read_ids_file(cls.ids_path(path))
         except (OSError, ValueError):
             return None
+        if not isinstance(meta, dict):  # a damaged map: the caller builds whole
+            return None
         label_rows = meta.get("labels")
         if (meta.get("ids") != list(old_ids) or not len(ids) or meta.get("dim") != vectors.shape[1]
                 or old_vectors.shape[0] != len(old_ids)):
