@@ -293,7 +293,8 @@ def build_tree_artifact(
     result = build_tree(leaves, BuildModels(chat, models.embedder, settings.concurrency, settings.chat.temperature,
                                             progress, prompts=PromptLibrary.of_workspace(workspace.root)),
                         config, plan.carrier)
-    store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name)
+    store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name,
+                    stored=stored or None)
     _write_written_from(basis_path, result.nodes)
     layers: dict[int, int] = {}
     for node in result.nodes:

@@ -48,8 +48,9 @@ class GraphView:
         return (matrix + matrix.T).tocsr()
 
     def to_igraph(self) -> Any:
-        import igraph
+        from unirag.graph.igraph_import import import_igraph
 
+        igraph = import_igraph()
         index = self.node_index()
         graph = igraph.Graph(n=len(self.nodes), edges=[(index[e["source"]], index[e["target"]]) for e in self.edges])
         graph.vs["name"] = [node["id"] for node in self.nodes]

@@ -64,9 +64,17 @@ class KnownRows:
     that build's ids and vectors (the in-place index update starts from them)."""
 
     mask: np.ndarray  # bool per row of the new texts
-    vectors: np.ndarray  # (mask.sum(), dim) float32: their stored (normalised) vectors, in row order
     old_rows: np.ndarray  # int64 per row of the new texts: its row in the last build, -1 for a new id
     previous: tuple[list[str], np.ndarray]  # the last build's ids and (memory-mapped) vectors
+
+    @property
+    def dim(self) -> int:
+        return int(self.previous[1].shape[1])
+
+    def gathered(self) -> np.ndarray:
+        """One row per new text, the known ones holding their stored (normalised) vector: one
+        gather from the mapped file (the rest hold some stored row, to be overwritten)."""
+        return np.asarray(self.previous[1])[np.where(self.mask, self.old_rows, 0)]
 
     def row_match(self) -> RowMatch:
         """Known rows keep their stored vector as it is: an index update need not compare them."""
@@ -112,8 +120,9 @@ def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[st
     matched = RowMatch.of(old_ids, ids).old_rows
     mask = matched >= 0
     mask[mask] = stored[matched[mask]] == digests[mask]
-    # gathered from the plain array over the map: numpy's memmap wraps every fancy index result
-    return KnownRows(mask, np.asarray(np.asarray(old_vectors)[matched[mask]], dtype=np.float32), matched, previous)
+    if old_vectors.dtype != np.float32:
+        return None
+    return KnownRows(mask, matched, previous)
 
 
 def embed_in_length_order(
@@ -138,36 +147,30 @@ def embed_in_length_order(
     lengths = lengths if lengths is not None else [len(text) for text in texts]
     order = sorted(rows_to_embed, key=lambda i: lengths[i])
     batches = [order[offset : offset + batch_size] for offset in range(0, len(order), batch_size)]
-    vectors = np.zeros((len(texts), 0 if known is None else known.vectors.shape[1]), dtype=np.float32)
+    # known rows hold their stored vector from the start (one copy from the mapped file); every
+    # other row is written below: embedded, or a copy of the row with its text
+    vectors = known.gathered() if known is not None else np.empty((len(texts), 0), dtype=np.float32)
 
     def embed(rows: list[int]) -> tuple[list[int], np.ndarray]:
         return rows, embedder.embed([texts[i] for i in rows], stage=stage).vectors
 
     with progress.task(label, total=len(texts)) as advance:
         for rows, part in _in_flight(embed, batches, parallel):
-            if known is not None and part.shape[1] != known.vectors.shape[1]:
-                raise embedding_mismatch(label, f"{known.vectors.shape[1]}-dimension vectors",
-                                         f"{part.shape[1]}-dimension vectors")
+            if known is not None and part.shape[1] != known.dim:
+                raise embedding_mismatch(label, f"{known.dim}-dimension vectors", f"{part.shape[1]}-dimension vectors")
             if vectors.shape[1] != part.shape[1]:
-                vectors = np.zeros((len(texts), part.shape[1]), dtype=np.float32)
+                vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
             advance(len(rows))
-        if len(distinct_rows) < len(texts):
-            copies = [i for i, new in enumerate(distinct) if not new]
-            vectors[copies] = vectors[[first_row[texts[i]] for i in copies]]
-            advance(len(copies))
-        if known is not None:
-            advance(len(distinct_rows) - len(rows_to_embed))
+        # normalised in place, each row alone (its result depends on that row only)
+        embedded = np.asarray(rows_to_embed, dtype=np.int64)
+        vectors[embedded] = normalise_rows(vectors[embedded])
+        # a repeated text takes its first row's final vector; a known row keeps its own
+        copies = [i for i, new in enumerate(distinct) if not new and (known is None or not known.mask[i])]
+        vectors[copies] = vectors[[first_row[texts[i]] for i in copies]]
+        advance(len(texts) - len(rows_to_embed))  # copies and known rows
     if not texts:
         return np.zeros((0, 1), dtype=np.float32)
-    if known is None:
-        return normalise_rows(vectors)
-    embedded = ~known.mask  # normalised alone: each row's result depends on that row only
-    vectors[embedded] = normalise_rows(vectors[embedded])
-    vectors[known.mask] = known.vectors  # a known row keeps its stored vector (:meth:`KnownRows.row_match`)
-    copies_of_known = [i for i, new in enumerate(distinct)
-                       if not new and not known.mask[i] and known.mask[first_row[texts[i]]]]
-    vectors[copies_of_known] = vectors[[first_row[texts[i]] for i in copies_of_known]]
     return vectors
 
 
