@@ -22,7 +22,7 @@ changed (what it must re-summarise at most).
 Run from the repository root::
 
     .venv/bin/python bench/living_corpus.py [--limit 6119] [--share 0.01] [--keep DIR]
-                                            [--no-full [--snapshot DIR]]
+                                            [--no-full [--snapshot DIR [--warm-process]]]
 
 The markdown table goes to stdout, the figures to ``bench/out/living_corpus.json``.
 """
@@ -176,6 +176,11 @@ def main() -> None:
     parser.add_argument("--snapshot", type=Path,
                         help="with --no-full: keep the base build (workspace and its row) in this directory, "
                              "or start from it when it is there, to measure insert and delete again")
+    parser.add_argument("--warm-process", action="store_true",
+                        help="with --snapshot: before measuring, insert and delete the same passages in a separate "
+                             "copy of the base (not measured), so the measured insert runs in a process that has "
+                             "loaded its libraries and models already, as a server or a library caller does; the "
+                             "measured workspace is untouched by it")
     parser.add_argument("--warm-up", action="store_true",
                         help="with --snapshot: insert and delete the same passages once before measuring (so "
                              "files a newer version of the code keeps for updates exist). Flatters the "
@@ -230,6 +235,17 @@ def main() -> None:
 
             shutil.copytree(root / "grow", snapshot / "grow")
             (snapshot / "base_row.json").write_text(json.dumps(rows[-1]), encoding="utf-8")
+    if args.warm_process and snapshot is not None:
+        import shutil
+
+        shutil.copytree(snapshot / "grow", root / "warm")
+        _point_at(root / "warm", base_url)
+        _measure(f"unmeasured insert {n_new} passages into another copy (a warm process)", lambda: index("warm", [new]))
+        ws = Workspace.open(root / "warm")
+        settings = load_settings(ws.root)
+        run_delete(ws, [str(new)], settings, build_stack(settings, ws.cache()), Progress())
+        ws.close()
+        shutil.rmtree(root / "warm")
     if args.warm_up:
         _measure(f"warm-up insert {n_new} passages", lambda: index("grow", [new]))
         ws = Workspace.open(root / "grow")
@@ -257,7 +273,8 @@ def main() -> None:
     touched = {name: len(grown[name] ^ after[name]) for name in grown}
     restored = {name: before[name] == after[name] for name in before}
     full = rows[0]
-    out = {"passages": len(passages), "inserted": n_new, "rows": rows, "insert_update_modes": modes,
+    out = {"passages": len(passages), "inserted": n_new, "warm_process": bool(args.warm_process and snapshot),
+           "rows": rows, "insert_update_modes": modes,
            "touched_communities": touched,
            "delete_restores_communities": restored}
     (ROOT / "bench" / "out").mkdir(parents=True, exist_ok=True)
