@@ -62,11 +62,6 @@ def json_values(texts: Sequence[str]) -> list[Any]:
     return json.loads("[" + ",".join(texts) + "]") if texts else []
 
 
-def json_lists(texts: Sequence[str]) -> list[list[str]]:
-    """Stored JSON arrays of strings (member ids, keywords), decoded at once (:func:`json_values`)."""
-    return json_values(texts)
-
-
 @dataclass
 class GraphColumns:
     """The merged graph's entities and relationships as parallel columns, rows in the order
@@ -275,7 +270,7 @@ class GraphStore:
 
     def load_graph(self) -> MergedGraph:
         """The merged graph, its rows in the order save_graph wrote them; each JSON column is
-        decoded in one call (:func:`json_lists`), not one per row (~250,000 on 2Wiki), with the
+        decoded in one call (:func:`json_values`), not one per row (~250,000 on 2Wiki), with the
         cyclic collector paused (:mod:`unirag.store.bulk_load`: the rows make no cycles)."""
         with collector_paused():
             return self._read_graph()
@@ -285,14 +280,14 @@ class GraphStore:
         order = f"ORDER BY {self.db.dialect.insertion_order}"  # the order save_graph wrote: graph rows follow it
         rows = self.db.execute(
             f"SELECT id, name, type, description, chunk_ids, mentions FROM entities {order}").fetchall()
-        chunks = json_lists([row[4] for row in rows])
+        chunks = json_values([row[4] for row in rows])
         graph.entities = {row[0]: Entity(row[0], row[1], row[2], row[3], chunk_ids, row[5])
                           for row, chunk_ids in zip(rows, chunks)}
         rows = self.db.execute(
             "SELECT id, source, target, relation, description, keywords, weight, strength, chunk_ids FROM relationships "
             + order
         ).fetchall()
-        keywords, chunks = json_lists([row[5] for row in rows]), json_lists([row[8] for row in rows])
+        keywords, chunks = json_values([row[5] for row in rows]), json_values([row[8] for row in rows])
         graph.relationships = {
             row[0]: Relationship(row[0], row[1], row[2], row[3], row[4], words, row[6], row[7], chunk_ids)
             for row, words, chunk_ids in zip(rows, keywords, chunks)
@@ -316,9 +311,9 @@ class GraphStore:
             (list(column) for column in zip(*rels)) if rels else ([], [], [], [], [], [], [], [])
         return GraphColumns(
             entity_ids=entity_ids, names=names, types=types, descriptions=descriptions,
-            entity_chunks=json_lists(entity_chunks), rel_ids=rel_ids, rel_sources=sources, rel_targets=targets,
-            relations=relations, rel_descriptions=rel_descriptions, rel_keywords=json_lists(keywords),
-            rel_weights=[float(weight) for weight in weights], rel_chunks=json_lists(rel_chunks),
+            entity_chunks=json_values(entity_chunks), rel_ids=rel_ids, rel_sources=sources, rel_targets=targets,
+            relations=relations, rel_descriptions=rel_descriptions, rel_keywords=json_values(keywords),
+            rel_weights=[float(weight) for weight in weights], rel_chunks=json_values(rel_chunks),
         )
 
     def graph_counts(self) -> dict[str, int]:
@@ -381,20 +376,22 @@ class GraphStore:
         then only new or changed nodes are written and gone ones deleted -- an insert of 1 % of a
         corpus changes a few hundred of thousands of nodes, and rewriting them all was ~100 MB
         through the write-ahead log."""
-        rows = [(tree, nid, layer, text, json.dumps(children), np.asarray(vec, dtype=np.float32).tobytes())
-                for nid, layer, text, children, vec in nodes]
+        now = [(nid, layer, text, children, np.asarray(vec, dtype=np.float32).tobytes())
+               for nid, layer, text, children, vec in nodes]
         with self.db:
             if stored is None:
                 self.db.execute("DELETE FROM tree_nodes WHERE tree = ?", (tree,))
+                changed = now
             else:
                 before = {nid: (layer, text, children, np.asarray(vec, dtype=np.float32).tobytes())
                           for nid, layer, text, children, vec in stored}
-                now = {row[1] for row in rows}
+                kept = {node[0] for node in now}
                 self.db.executemany("DELETE FROM tree_nodes WHERE tree = ? AND id = ?",
-                                    [(tree, nid) for nid in before if nid not in now])
-                rows = [row for row in rows if (old := before.get(row[1])) is None
-                        or old != (row[2], row[3], json.loads(row[4]), row[5])]
-            self.db.executemany(self.db.dialect.replace_into("tree_nodes", _TREE_COLUMNS, ("tree", "id")), rows)
+                                    [(tree, nid) for nid in before if nid not in kept])
+                changed = [node for node in now if before.get(node[0]) != node[1:]]
+            self.db.executemany(self.db.dialect.replace_into("tree_nodes", _TREE_COLUMNS, ("tree", "id")),
+                                [(tree, nid, layer, text, json.dumps(children), vector)
+                                 for nid, layer, text, children, vector in changed])
 
     def tree_nodes(self, tree: str, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
         """(layer, text, children) of the nodes ``ids`` of tree ``tree``: a primary-key

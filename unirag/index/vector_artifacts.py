@@ -74,7 +74,7 @@ class KnownRows:
     def gathered(self) -> np.ndarray:
         """One row per new text, the known ones holding their stored (normalised) vector: one
         gather from the mapped file (the rest hold some stored row, to be overwritten)."""
-        return np.asarray(self.previous[1])[np.where(self.mask, self.old_rows, 0)]
+        return np.asarray(self.previous[1])[np.where(self.mask, self.old_rows, 0)].astype(np.float32, copy=False)
 
     def row_match(self) -> RowMatch:
         """Known rows keep their stored vector as it is: an index update need not compare them."""
@@ -120,8 +120,6 @@ def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[st
     matched = RowMatch.of(old_ids, ids).old_rows
     mask = matched >= 0
     mask[mask] = stored[matched[mask]] == digests[mask]
-    if old_vectors.dtype != np.float32:
-        return None
     return KnownRows(mask, matched, previous)
 
 
@@ -162,7 +160,7 @@ def embed_in_length_order(
                 vectors = np.empty((len(texts), part.shape[1]), dtype=np.float32)
             vectors[rows] = part
             advance(len(rows))
-        # normalised in place, each row alone (its result depends on that row only)
+        # the embedded rows normalised, each alone (its result depends on that row only)
         embedded = np.asarray(rows_to_embed, dtype=np.int64)
         vectors[embedded] = normalise_rows(vectors[embedded])
         # a repeated text takes its first row's final vector; a known row keeps its own
