@@ -400,7 +400,7 @@ class UniRAG:
         from unirag.operators.question import check_question
         from unirag.pipeline import prepare_query
 
-        check_question(question, self.settings)  # before any build a refused question would pay for
+        question = check_question(question, self.settings)  # before any build a refused question would pay for
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
         refresh = UsageLedger()
         behind: dict[str, str] = {}

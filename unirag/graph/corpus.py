@@ -25,6 +25,7 @@ from unirag.executors import Executor, executor_for, in_order
 from unirag.executors.base import batched
 from unirag.progress import Progress
 from unirag.text.chunking import iter_chunks
+from unirag.text.clean import ReplacedCharacters
 from unirag.text.loaders import load_documents
 from unirag.text.tokenizer import get_tokenizer
 from unirag.text.types import Chunk, Document
@@ -85,6 +86,17 @@ def incoming_chunks(
         sizes += [(chunk.id, chunk.n_tokens)
                   for chunk in iter_chunks(doc, tokenizer, settings.chunking.size, settings.chunking.overlap)]
     return sizes
+
+
+def _cleaned(documents: Iterable[Document], warn: Callable[[str], None]) -> Iterator[Document]:
+    """Documents handed over in memory (API records, uploads, a benchmark's corpus) made
+    storable as the loaders make files' documents: lone surrogates become U+FFFD, said once."""
+    replaced = ReplacedCharacters()
+    for doc in documents:
+        yield replaced.clean(doc)
+    said = replaced.summary()
+    if said:
+        warn(said)
 
 
 def _said_by_ingest(message: str) -> None:
@@ -234,7 +246,7 @@ def ingest(
     # chunks (or tokens) in memory at once; progress counts them as they are made.
     executor = executor_for(settings)
     with progress.task("loading and chunking documents (chunks made)") as advance:
-        loaded = documents if documents is not None else load_documents(
+        loaded = _cleaned(documents, on_warning) if documents is not None else load_documents(
             sources, fmt, settings.loader, presplit=settings.chunking.presplit, warn=on_warning
         )
         if executor.remote:

@@ -107,7 +107,7 @@ class MethodRunner:
     def retrieve(self, spec: MethodSpec, question: str) -> QueryState:
         """Conversions and operators: the state holds the context (``items``), the query's
         ledger (``models.ledger``) and its timings so far."""
-        check_question(question, self.settings)
+        question = check_question(question, self.settings)
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)

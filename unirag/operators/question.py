@@ -20,6 +20,7 @@ twin, and the query result says which conversions ran.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from unirag.config import Settings
@@ -42,19 +43,28 @@ _QUESTION_WORDS = frozenset((
 
 
 def check_question(question: str, settings: Settings) -> str:
-    """``question`` if it can be asked; else a :class:`QuestionError` in one line.
+    """``question`` as it is asked (a lone surrogate replaced by U+FFFD); else a
+    :class:`QuestionError` in one line.
 
-    An empty question would be answered from arbitrary passages, and one far longer
-    than any question (a pasted document) would crowd the context out of every prompt
-    or overflow the model's window, so both are refused before any retrieval.
+    An empty question would be answered from arbitrary passages, and so would one of
+    only control or invisible characters (NUL bytes a client sent); one far longer than
+    any question (a pasted document) would crowd the context out of every prompt or
+    overflow the model's window: all are refused before any retrieval. A lone surrogate
+    (a terminal's undecodable byte, a JSON ``\\ud800``) cannot be hashed, cached or sent
+    to a model as UTF-8, so it is replaced as in documents (:mod:`unirag.text.clean`).
     """
     from unirag.errors import QuestionError
+    from unirag.text.clean import REPLACEMENT, replace_unencodable
     from unirag.text.tokenizer import get_tokenizer
 
     if not isinstance(question, str) or not question.strip():
         raise QuestionError("the question is empty: ask something")
+    question, _ = replace_unencodable(question)
+    if not any(ch != REPLACEMENT and unicodedata.category(ch)[0] not in "CZ" for ch in question):
+        raise QuestionError("the question has no text, only control, invisible or invalid characters "
+                            "(such as NUL): ask something")
     limit = settings.retrieval.max_question_tokens
-    if len(question.encode("utf-8", "surrogatepass")) <= limit:
+    if len(question.encode("utf-8")) <= limit:
         return question  # a BPE token is at least one byte: no need to load the tokenizer (~0.3 s cold)
     tokens = get_tokenizer(settings.chunking.encoding).count(question)
     if tokens > limit:

