@@ -133,3 +133,49 @@ def test_api_refuses_a_question_of_only_control_characters(tmp_path: Path) -> No
             with pytest.raises(QuestionError, match="no text"):
                 rag.query(question, "vanilla")
         assert chat.calls == 0
+
+
+# -- item 8: JSON nested too deeply ---------------------------------------------------------------
+
+DEPTHS = pytest.mark.parametrize("depth", [1_000, 100_000, 5_000_000])
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@DEPTHS
+def test_cli_skips_deep_json_with_one_line_and_indexes_the_rest(tmp_path: Path, fakes: dict[str, Any],
+                                                                depth: int) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "deep.json").write_text(_deep(depth))
+    (corpus / "lines.jsonl").write_text(f'{{"text": "The okapi lives in the Congo."}}\n{_deep(depth)}\n')
+    (corpus / "good.txt").write_text("The quokka lives on Rottnest Island.")
+    result = ok("index", corpus, "-w", tmp_path / "ws", "--json")
+    assert json.loads(result.stdout)["documents_added"] == 2
+    deep = [line for line in result.stderr.splitlines() if "nested too deeply" in line]
+    assert len(deep) == 2 and "deep.json" in deep[0] and "lines.jsonl:2" in deep[1], result.stderr
+    assert "internal error" not in result.stderr
+
+
+def test_cli_index_of_only_deep_json_is_one_error_line(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    (tmp_path / "deep.json").write_text(_deep(5_000_000))
+    result = run("index", tmp_path / "deep.json", "-w", tmp_path / "ws")
+    line = assert_one_line_error(result, "no readable documents", "1 JSON nested too deeply")
+    assert "internal error" not in line and "RecursionError" not in result.stderr
+
+
+def test_http_deep_json_is_400(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from server_harness import running_server, scripted_rag
+
+    deep = _deep(100_000).encode()
+    with scripted_rag(tmp_path / "ws") as rag, running_server(rag) as url, \
+            httpx.Client(base_url=url, timeout=60) as client:
+        upload = client.post("/documents", files={"files": ("deep.json", deep, "application/json")})
+        assert upload.status_code == 400 and "nested too deeply" in upload.json()["error"]["message"], upload.text
+        records = client.post("/documents", content=deep, headers={"content-type": "application/json"})
+        assert records.status_code == 400 and "nested too deeply" in records.json()["error"]["message"], records.text
+        chat = client.post("/v1/chat/completions", content=deep, headers={"content-type": "application/json"})
+        assert chat.status_code in (400, 422) and "internal error" not in chat.text, chat.text

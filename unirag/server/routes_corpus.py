@@ -23,6 +23,7 @@ from unirag.server.errors import ApiError
 from unirag.server.jobs import JobProgress
 from unirag.server.state import ServerState
 from unirag.server.uploads import UPLOAD_SUFFIXES, check_upload, load_uploads, record_documents
+from unirag.text.loaders import TOO_DEEP
 from unirag.text.types import Document
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ async def add_documents(request: Request, state: State) -> JSONResponse:
             payload = json.loads(await request.body())
         except ValueError as exc:
             raise ApiError(400, f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, f"the body is {TOO_DEEP}") from None
         docs = record_documents(payload)
     else:
         raise ApiError(415, "send files as multipart/form-data or records as application/json",

@@ -32,6 +32,11 @@ _BINARY_PROBE = 8192
 _BOM = b"\xef\xbb\xbf"
 
 Warn = Callable[[str], None]
+#: Why a JSON value is refused when the decoder hits Python's recursion limit. No document
+#: layout nests more than a few levels, so the bound is the interpreter's own (about 1,000
+#: levels, ``sys.getrecursionlimit``): the stdlib C decoder checks it at every level and
+#: raises RecursionError, even for 5,000,000 levels, without exhausting the C stack.
+TOO_DEEP = "JSON nested too deeply (more levels than Python's JSON reader allows, about 1,000)"
 _EMPTY_TEXT = "empty text"
 
 # JSON layouts we recognise, and which format reads each.
@@ -259,6 +264,8 @@ def _parse_json(path: Path, text: str) -> Any:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise _Skip(f"{path}: not valid JSON ({exc.msg} at {where}), skipped", "invalid JSON") from None
+    except RecursionError:
+        raise _Skip(f"{path}: {TOO_DEEP}, skipped", "JSON nested too deeply") from None
     if data in ([], {}):
         raise _Skip(f"{path}: empty, skipped", "empty")
     return data
@@ -426,6 +433,10 @@ def _read_jsonl(path: Path, text: str, loader: LoaderSettings, warn: Warn, tally
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             warn(f"{path}:{lineno}: invalid JSON ({exc.msg}), skipped")
+            tally.bad_records += 1
+            continue
+        except RecursionError:
+            warn(f"{path}:{lineno}: {TOO_DEEP}, skipped")
             tally.bad_records += 1
             continue
         doc = _record_document(record, loader, source, {"format": "jsonl", "line": lineno})
