@@ -19,7 +19,9 @@ from fakes import HashEmbedder, ScriptedChat
 from test_cli import assert_one_line_error, fakes, ok, run  # noqa: F401 (fixtures)
 
 from unirag import QuestionError, UniRAG
+from unirag.config import LoaderSettings
 from unirag.text.clean import replace_unencodable
+from unirag.text.loaders import load_documents
 
 SURROGATE = "\ud800"
 
@@ -179,3 +181,75 @@ def test_http_deep_json_is_400(tmp_path: Path) -> None:
         assert records.status_code == 400 and "nested too deeply" in records.json()["error"]["message"], records.text
         chat = client.post("/v1/chat/completions", content=deep, headers={"content-type": "application/json"})
         assert chat.status_code in (400, 422) and "internal error" not in chat.text, chat.text
+
+
+# -- item 7: zip bombs ----------------------------------------------------------------------------
+
+
+def _bomb_docx(path: Path, padding_mb: int) -> Path:
+    """A valid DOCX whose document.xml carries ``padding_mb`` MB of spaces between elements: it
+    stores in a few KB and inflates to the padding (a real bomb is the same, only larger)."""
+    import zipfile
+
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_paragraph("The bomb says nothing.")
+    document.save(str(path))
+    with zipfile.ZipFile(path) as archive:
+        parts = {info.filename: archive.read(info) for info in archive.infolist()}
+    body = parts["word/document.xml"]
+    at = body.rindex(b"</w:body>")
+    parts["word/document.xml"] = body[:at] + b" " * (padding_mb * 1_000_000) + body[at:]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    return path
+
+
+def _bomb_corpus(tmp_path: Path, padding_mb: int) -> Path:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    _bomb_docx(corpus / "bomb.docx", padding_mb)
+    (corpus / "quokka.txt").write_text("The quokka lives on Rottnest Island.")
+    (corpus / "okapi.jsonl").write_text('{"text": "The okapi lives in the Congo."}\n')
+    return corpus
+
+
+def test_cli_skips_a_docx_zip_bomb_by_ratio_and_indexes_the_rest(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    corpus = _bomb_corpus(tmp_path, padding_mb=5)  # ~5 KB stored, 5 MB inflated: ratio ~1000:1
+    result = ok("index", corpus, "-w", tmp_path / "ws", "--json")
+    assert json.loads(result.stdout)["documents_added"] == 2
+    bombs = [line for line in result.stderr.splitlines() if "bomb.docx" in line]
+    assert len(bombs) == 1 and "loader.max_compression_ratio (100)" in bombs[0] and "skipped" in bombs[0], result.stderr
+
+
+def test_cli_skips_a_docx_over_the_inflated_bound(tmp_path: Path, fakes: dict[str, Any],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UNIRAG_LOADER_MAX_INFLATED_MB", "2")  # a small bound keeps the test's file small
+    corpus = _bomb_corpus(tmp_path, padding_mb=3)
+    result = ok("index", corpus, "-w", tmp_path / "ws", "--json")
+    assert json.loads(result.stdout)["documents_added"] == 2
+    bombs = [line for line in result.stderr.splitlines() if "bomb.docx" in line]
+    assert len(bombs) == 1 and "loader.max_inflated_mb (2)" in bombs[0], result.stderr
+
+
+def test_a_docx_that_lies_about_its_size_is_unreadable_not_inflated(tmp_path: Path) -> None:
+    """The central directory says document.xml is 1 KB; its data inflates to 3 MB. zipfile stops
+    at the declared size and the CRC fails: the file is skipped as damaged, nothing is inflated."""
+    import struct
+
+    path = _bomb_docx(tmp_path / "liar.docx", padding_mb=3)
+    data = bytearray(path.read_bytes())
+    name = b"word/document.xml"
+    at = 0
+    while (at := data.find(b"PK\x01\x02", at)) != -1:  # every central directory entry
+        name_length = struct.unpack_from("<H", data, at + 28)[0]
+        if data[at + 46:at + 46 + name_length] == name:
+            struct.pack_into("<I", data, at + 24, 1000)  # uncompressed size
+        at += 4
+    path.write_bytes(bytes(data))
+    (tmp_path / "good.txt").write_text("The quokka lives on Rottnest Island.")
+    warnings: list[str] = []
+    docs = list(load_documents([path, tmp_path / "good.txt"], loader=LoaderSettings(), warn=warnings.append))
+    assert [doc.title for doc in docs] == ["good"]
+    assert len(warnings) == 1 and "liar.docx: unreadable DOCX" in warnings[0], warnings

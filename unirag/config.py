@@ -143,6 +143,14 @@ class LoaderSettings(_Section):
     # A record's own id: with it, re-indexing a changed record replaces the old version and
     # ``unirag delete FILE#ID`` removes just that record.
     id_field: str = "id"
+    # Zip-based formats (DOCX): a few hundred KB can inflate to gigabytes of XML (a zip
+    # bomb), which the reader would parse and chunk without end. A real DOCX's XML is a few
+    # MB even for a long book (images are stored already compressed, ratio ~1), and its
+    # XML compresses about 5-20:1, so these bounds refuse only archives no writer makes.
+    max_inflated_mb: float = Field(
+        200.0, gt=0, description="a DOCX (any zip-based file) whose parts inflate to more MB is skipped")
+    max_compression_ratio: float = Field(
+        100.0, gt=1, description="a DOCX inflating to over 1 MB at more than this ratio (inflated:stored) is skipped")
 
 
 class RetrievalSettings(_Section):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from unirag.text.types import Document
 DOCUMENT_SUFFIXES = {".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx", ".csv": "csv"}
 DOCUMENT_FORMATS = ("pdf", "html", "docx", "csv")
 _PACKAGES = {"pdf": "pypdf", "html": "beautifulsoup4", "docx": "python-docx"}
+#: Below this many inflated bytes the compression ratio is not checked: a small file's
+#: parts (an empty style sheet) may compress well, and cannot cost much to read anyway.
+RATIO_FLOOR_BYTES = 1 << 20
 # HTML elements whose text is no content.
 _NON_CONTENT = ("script", "style", "noscript", "template", "svg", "head")
 
@@ -95,9 +99,34 @@ def _read_html(path: Path, loader: LoaderSettings) -> Iterator[Document]:
         yield _document(path, title, text, "html")
 
 
+def check_zip_bounds(path: Path, fmt: str, loader: LoaderSettings) -> None:
+    """Refuse (:class:`UnreadableFile`) a zip archive that would inflate past the loader's
+    bounds, judged from its central directory before any part is read.
+
+    Why the directory can be trusted: :mod:`zipfile` never inflates a member past the size
+    the directory declares (it stops there, then fails the CRC check), and every reader of
+    these formats (python-docx) reads through it, so an archive that lies about its sizes
+    costs at most what it declares and is then an unreadable file."""
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+    inflated = sum(member.file_size for member in members)
+    stored = sum(member.compress_size for member in members)
+    limit = loader.max_inflated_mb * 1e6
+    ratio = inflated / max(stored, 1)
+    if inflated > limit:
+        why = f"inflates to {inflated / 1e6:,.0f} MB, over loader.max_inflated_mb ({loader.max_inflated_mb:g})"
+    elif inflated > RATIO_FLOOR_BYTES and ratio > loader.max_compression_ratio:
+        why = (f"inflates {ratio:,.0f}:1 ({stored / 1e6:,.2f} MB to {inflated / 1e6:,.0f} MB), over "
+               f"loader.max_compression_ratio ({loader.max_compression_ratio:g})")
+    else:
+        return
+    raise UnreadableFile(f"{path}: {fmt.upper()} {why}: a zip bomb? skipped", f"oversized {fmt.upper()}")
+
+
 def _read_docx(path: Path, loader: LoaderSettings) -> Iterator[Document]:
     import docx
 
+    check_zip_bounds(path, "docx", loader)
     document = docx.Document(str(path))
     parts = [paragraph.text for paragraph in document.paragraphs if paragraph.text.strip()]
     for table in document.tables:
