@@ -253,3 +253,54 @@ def test_a_docx_that_lies_about_its_size_is_unreadable_not_inflated(tmp_path: Pa
     docs = list(load_documents([path, tmp_path / "good.txt"], loader=LoaderSettings(), warn=warnings.append))
     assert [doc.title for doc in docs] == ["good"]
     assert len(warnings) == 1 and "liar.docx: unreadable DOCX" in warnings[0], warnings
+
+
+# -- item 10: the same text under two file names ---------------------------------------------------
+
+
+def test_same_text_under_two_file_names_is_one_document_and_deleting_one_file_keeps_it(
+        tmp_path: Path, fakes: dict[str, Any]) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    text = "The quokka lives on Rottnest Island, near Perth."
+    (corpus / "quokka.txt").write_text(text)
+    (corpus / "copy of quokka.txt").write_text(text + "\n")  # whitespace does not make it new text
+    (corpus / "okapi.txt").write_text("The okapi lives in the Congo.")
+    ws = tmp_path / "ws"
+    report = json.loads(ok("index", corpus, "-w", ws, "--json").stdout)
+    assert (report["documents_added"], report["duplicates_skipped"]) == (2, 1)
+    docs = json.loads(ok("documents", "-w", ws, "--json").stdout)
+    shared = next(doc for doc in docs if len(doc["sources"]) == 2)
+    assert sorted(Path(source).name for source in shared["sources"]) == ["copy of quokka.txt", "quokka.txt"]
+
+    again = tmp_path / "later.txt"  # a third copy in a later run is recognised too
+    again.write_text(text)
+    later = json.loads(ok("index", again, "-w", ws, "--json").stdout)
+    assert later["documents_added"] == 0
+
+    removed = json.loads(ok("delete", corpus / "quokka.txt", "-w", ws, "--json").stdout)
+    assert removed["documents_removed"] == 0  # the copies still provide the text
+    docs = json.loads(ok("documents", "-w", ws, "--json").stdout)
+    assert len(docs) == 2
+    kept = next(doc for doc in docs if doc["id"] == shared["id"])
+    assert sorted(Path(source).name for source in kept["sources"]) == ["copy of quokka.txt", "later.txt"]
+    ok("delete", corpus / "copy of quokka.txt", "-w", ws)
+    assert json.loads(ok("delete", again, "-w", ws, "--json").stdout)["documents_removed"] == 1
+    assert [doc["title"] for doc in json.loads(ok("documents", "-w", ws, "--json").stdout)] == ["okapi"]
+
+
+def test_a_document_id_deletes_the_text_whatever_provides_it(tmp_path: Path, fakes: dict[str, Any]) -> None:
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("The okapi lives in the Congo.")
+    ws = tmp_path / "ws"
+    ok("index", tmp_path / "a.txt", tmp_path / "b.txt", "-w", ws, "-q")
+    [doc] = json.loads(ok("documents", "-w", ws, "--json").stdout)
+    assert json.loads(ok("delete", doc["id"], "-w", ws, "--json").stdout)["documents_removed"] == 1
+
+
+def test_a_file_title_is_no_content_but_a_written_title_is(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("Same text.")
+    (tmp_path / "b.md").write_text("Same text.")
+    (tmp_path / "c.jsonl").write_text('{"title": "A", "text": "Same text."}\n{"title": "B", "text": "Same text."}\n')
+    docs = list(load_documents([tmp_path]))
+    assert len(docs) == 4 and len({doc.id for doc in docs}) == 3  # a.txt = b.md; titled records differ

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unirag.graph.corpus import IngestReport, ingest, remove_documents
+from unirag.graph.corpus import IngestReport, ingest, release_sources, remove_documents
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.executors import executor_for
@@ -231,7 +231,7 @@ def run_delete(
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
     with workspace.writing():
-        doc_ids = resolve_targets(workspace, targets)
+        doc_ids = release_sources(workspace, targets, resolve_targets(workspace, targets))
         tick = time.perf_counter()
         chunk_ids = remove_documents(workspace, doc_ids)
         timings["delete.documents"] = time.perf_counter() - tick

@@ -147,6 +147,45 @@ def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
     return chunk_ids
 
 
+def release_sources(workspace: Workspace, targets: Sequence[str], doc_ids: set[str]) -> set[str]:
+    """Of ``doc_ids`` (what ``targets`` name), those a delete removes; the others lose only the
+    origins the targets name.
+
+    The rule (one document per text, any number of origins): a target naming a document
+    id removes that document; a target naming a file, a directory or ``FILE#RECORD``
+    withdraws those origins, and a document goes only when no other origin still provides
+    it. So deleting ``a.txt`` never deletes the text that ``copy.txt`` still holds, as
+    re-indexing a changed ``a.txt`` never does either (:func:`_replace_and_sync`)."""
+    named_ids = {target for target in targets if target in doc_ids}
+    covered = [_covers(target) for target in targets if target not in named_ids]
+    removed: set[str] = set(named_ids)
+    withdrawn: dict[str, set[str]] = {}  # origin -> documents that keep other origins
+    for row in workspace.documents():
+        doc_id = row["id"]
+        if doc_id not in doc_ids or doc_id in removed:
+            continue
+        mine = [source for source in row["sources"] if any(cover(source) for cover in covered)]
+        if len(mine) == len(row["sources"]):
+            removed.add(doc_id)
+            continue
+        for source in mine:
+            withdrawn.setdefault(source.partition("#")[0], set()).add(doc_id)
+    for origin, kept_elsewhere in withdrawn.items():
+        workspace.detach_origin(origin, keep=workspace.documents_of_origin(origin) - kept_elsewhere)
+    return removed
+
+
+def _covers(target: str) -> Callable[[str], bool]:
+    """Whether a recorded source (``origin`` or ``origin#record``) is one ``target`` names,
+    as :meth:`Workspace.find_documents` reads it."""
+    path, _, key = target.partition("#")
+    origin = str(Path(path).resolve()) if path else ""
+    if key:
+        return lambda source: source == f"{origin}#{key}"
+    prefix = origin.rstrip("/") + "/"
+    return lambda source: source.partition("#")[0] in (origin, target) or source.startswith(prefix)
+
+
 def _replace_and_sync(
     workspace: Workspace, loaded: dict[str, set[str]], sources: Sequence[str | Path], sync: bool,
     report: IngestReport,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from unirag.config import LoaderSettings
-from unirag.text.types import Document
+from unirag.text.types import TITLE_IS_FILE_NAME, Document
 
 #: Suffix -> format name (the ``--format`` value that forces it).
 DOCUMENT_SUFFIXES = {".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx", ".csv": "csv"}
@@ -69,8 +69,10 @@ def _unreadable(path: Path, fmt: str, exc: BaseException) -> UnreadableFile:
 
 
 def _document(path: Path, title: str | None, text: str, fmt: str, **meta: Any) -> Document:
-    return Document(title=(title or "").strip() or path.stem, text=text, source=str(path),
-                    meta={"format": fmt, **meta})
+    own = (title or "").strip()
+    if not own:
+        meta[TITLE_IS_FILE_NAME] = True  # the file's name is no content (see Document.id)
+    return Document(title=own or path.stem, text=text, source=str(path), meta={"format": fmt, **meta})
 
 
 def _read_pdf(path: Path, loader: LoaderSettings) -> Iterator[Document]:

@@ -22,7 +22,7 @@ from unirag.config import LoaderSettings
 from unirag.errors import ConfigError, SourceError
 from unirag.text.clean import ReplacedCharacters
 from unirag.text.document_formats import DOCUMENT_FORMATS, DOCUMENT_SUFFIXES, UnreadableFile, read_document_file
-from unirag.text.types import Document
+from unirag.text.types import TITLE_IS_FILE_NAME, Document
 
 FORMATS = ("auto", "text", "jsonl", "json", "hotpotqa", "musique", "2wiki", *DOCUMENT_FORMATS)
 PRESPLIT_MODES = ("auto", "always", "never")
@@ -242,7 +242,8 @@ def _read_file(path: Path, fmt: str, loader: LoaderSettings, warn: Warn, tally: 
         # Normalise line endings so a Windows checkout gives the same chunk ids
         # (str.replace returns the text itself when there is nothing to replace: no copy).
         body = text.replace("\r\n", "\n").replace("\r", "\n")
-        yield Document(title=path.stem, text=body, source=str(path), meta={"format": "text"})
+        yield Document(title=path.stem, text=body, source=str(path),
+                       meta={"format": "text", TITLE_IS_FILE_NAME: True})
     elif kind == "jsonl":
         yield from _read_jsonl(path, text, loader, warn, tally)
     else:

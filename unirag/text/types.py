@@ -67,6 +67,10 @@ def _whitespace_at_or_after(text: str, position: int) -> int:
 _WHITESPACE = re.compile(r"\s")
 
 
+#: ``Document.meta`` key set by the loaders when the title is only the file's name.
+TITLE_IS_FILE_NAME = "title_is_file_name"
+
+
 @dataclass(frozen=True)
 class Document:
     """One document or one pre-split passage.
@@ -83,10 +87,15 @@ class Document:
 
     @property
     def id(self) -> str:
-        """Content hash of title + text: the same passage twice is one document."""
+        """Content hash of title + text: the same passage twice is one document.
+
+        A title that is only the file's name (a text file, a PDF without a title) is no
+        content: the same text saved as ``a.txt`` and ``copy of a.txt`` is one document
+        with two origins, not two documents retrieved twice."""
+        title = "" if self.meta.get(TITLE_IS_FILE_NAME) else self.title.strip()
         if len(self.text) <= STREAM_BLOCK_CHARS:
-            return content_id(self.title.strip(), " ".join(self.text.split()), prefix="doc-")
-        return streamed_content_id([self.title.strip()], normalised_words(self.text), prefix="doc-")
+            return content_id(title, " ".join(self.text.split()), prefix="doc-")
+        return streamed_content_id([title], normalised_words(self.text), prefix="doc-")
 
     @property
     def origin(self) -> str:
