@@ -96,7 +96,8 @@ def test_http_upload_and_questions_with_lone_surrogates(tmp_path: Path) -> None:
         assert upload.status_code == 202, upload.text
         job = _wait_for_job(client, upload.json()["job"]["id"])
         assert job["state"] == "done" and job["report"]["documents_added"] == 1, job
-        records = client.post("/documents", **_json_body([{"title": f"Kiwi {SURROGATE}", "text": f"Kiwi {SURROGATE}."}]))
+        kiwi = [{"title": f"Kiwi {SURROGATE}", "text": f"The kiwi {SURROGATE} lives in New Zealand."}]
+        records = client.post("/documents", **_json_body(kiwi))
         assert _wait_for_job(client, records.json()["job"]["id"])["state"] == "done"
         question = f"Where does the quokka {SURROGATE} live?"
         chat = client.post("/v1/chat/completions", **_json_body(
