@@ -305,3 +305,20 @@ def test_a_file_title_is_no_content_but_a_written_title_is(tmp_path: Path) -> No
     (tmp_path / "c.jsonl").write_text('{"title": "A", "text": "Same text."}\n{"title": "B", "text": "Same text."}\n')
     docs = list(load_documents([tmp_path]))
     assert len(docs) == 4 and len({doc.id for doc in docs}) == 3  # a.txt = b.md; titled records differ
+
+
+def test_http_delete_by_source_keeps_text_another_source_holds(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from server_harness import running_server, scripted_rag
+
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("The okapi lives in the Congo.")
+    with scripted_rag(tmp_path / "ws") as rag:
+        rag.index([tmp_path / "a.txt", tmp_path / "b.txt"])
+        with running_server(rag) as url, httpx.Client(base_url=url, timeout=60) as client:
+            source = str((tmp_path / "a.txt").resolve())
+            removed = client.delete(f"/documents/{source}")
+            assert removed.status_code == 202, removed.text
+            assert _wait_for_job(client, removed.json()["job"]["id"])["report"]["documents_removed"] == 0
+            [doc] = client.get("/documents").json()
+            assert doc["sources"] == [str((tmp_path / "b.txt").resolve())]

@@ -116,7 +116,10 @@ async def delete_document(target: str, state: State) -> JSONResponse:
     ids = [doc.id for doc in docs if doc.id == target or target in doc.sources]
     if not ids:
         raise ApiError(404, f"no document '{target}' in this workspace (GET /documents lists them)", "not_found")
-    job = state.jobs.submit("delete", lambda progress: _written(state, progress, lambda writer: writer.delete(ids)))
+    # a recorded source withdraws only that origin: text another source still holds stays
+    targets = ids if target in ids else [target]
+    job = state.jobs.submit("delete", lambda progress: _written(state, progress,
+                                                                lambda writer: writer.delete(targets)))
     return JSONResponse({"job": job.to_json(), "documents": ids}, status_code=202)
 
 
