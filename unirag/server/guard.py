@@ -103,7 +103,7 @@ class OriginGuardMiddleware:
         self._names = names
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] != "http":  # lifespan; the app serves no websocket
             await self.app(scope, receive, send)
             return
         refusal = self.refusal(scope)
