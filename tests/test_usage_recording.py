@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import subprocess
 import sys
 import textwrap
+from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from fakes import ScriptedChat, fake_stack, make_settings, small_corpus
 
@@ -98,3 +103,61 @@ def test_a_finished_run_records_each_call_once(tmp_path: Path) -> None:
     for stage, usage in report.ledger.stages.items():
         assert stored[stage].embedded_texts == usage.embedded_texts and stored[stage].llm_calls == usage.llm_calls
     ws.close()
+
+
+# -- issue 29 item 4: a query's usage write never turns its answer into an error ----------------------------
+
+
+def _query_rows(root: Path) -> int:
+    with closing(sqlite3.connect(root / "store.sqlite")) as db:
+        return db.execute("SELECT COUNT(*) FROM usage WHERE command LIKE 'query:%'").fetchone()[0]
+
+
+def test_a_locked_store_never_fails_a_served_answer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Another connection holds the store's write lock (as an upload job's long transaction does)
+    while a query is served over HTTP: the answer comes back 200 with one warning, and its usage
+    is written with the next query's once the lock is released. Old code: the query waited for
+    the lock and answered 500 'database is locked'."""
+    pytest.importorskip("fastapi")
+    import httpx
+    from server_harness import running_server, scripted_rag
+
+    root = tmp_path / "ws"
+    with scripted_rag(root) as rag:
+        rag.workspace.usage_busy_timeout = 0.2  # the wait before giving up: short, the lock is held throughout
+        rag.index(small_corpus(tmp_path))
+        with running_server(rag) as url, httpx.Client(base_url=url, timeout=60) as client:
+            assert client.post("/query", json={"question": "What is the capital of France?"}).status_code == 200
+            per_query = _query_rows(root)
+            assert per_query > 0
+            holder = sqlite3.connect(root / "store.sqlite", isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")  # the write lock, held while the query is answered
+                with caplog.at_level(logging.WARNING, logger="unirag"):
+                    locked = client.post("/query", json={"question": "What is the capital of France?"})
+                assert locked.status_code == 200, locked.text
+                assert locked.json()["answer"] == "paris"
+                warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+                assert len(warnings) == 1 and "busy" in warnings[0] and "\n" not in warnings[0]
+                assert _query_rows(root) == per_query  # not written yet (a WAL reader sees the committed rows)
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            assert client.post("/query", json={"question": "What is the capital of France?"}).status_code == 200
+            assert _query_rows(root) == 3 * per_query  # the kept rows went in with the next query's
+
+
+def test_usage_kept_from_a_busy_store_is_written_at_close(tmp_path: Path) -> None:
+    ws = Workspace.init(tmp_path / "ws")
+    ws.usage_busy_timeout = 0.05
+    ledger = UsageLedger()
+    ledger.record("answer", llm_calls=1, prompt_tokens=7)
+    holder = sqlite3.connect(tmp_path / "ws" / "store.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    ws.record_usage("query:vanilla", ledger)
+    holder.execute("ROLLBACK")
+    holder.close()
+    ws.close()
+    reopened = Workspace.open(tmp_path / "ws")
+    assert reopened.usage_by_stage()["answer"].prompt_tokens == 7
+    reopened.close()

@@ -451,8 +451,7 @@ class UniRAG:
     def _finish(self, run: _QueryRun, answer: str, raw: str) -> QueryResult:
         result = run.runner.result(run.state, run.spec, answer, raw, generated=run.generated)
         result.refreshed, result.refresh_ledger = run.refreshed, run.refresh_ledger
-        with self._lock:
-            self.workspace.record_usage(f"query:{run.spec.name}", result.ledger)
+        self.workspace.record_usage(f"query:{run.spec.name}", result.ledger)  # its own connection and lock
         return result
 
     # -- async twins -----------------------------------------------------------------------------

@@ -830,13 +830,26 @@ def _need_server_extra(module: str, command: str) -> None:
 @app.command()
 @_handle_errors
 def serve(
+    ctx: typer.Context,
     workspace: WorkspaceOpt,
-    host: Annotated[str, typer.Option("--host", help="address to bind (0.0.0.0: every interface)")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(
+        "--host", help="address to bind; other than loopback (127.0.0.1, ::1, localhost) it needs an API key "
+                       "or --insecure")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port")] = 8080,
     api_key: Annotated[
         str | None, typer.Option("--api-key", envvar="UNIRAG_SERVER_API_KEY", show_default=False,
-                                 help="require 'Authorization: Bearer KEY' on every route but /health")
+                                 help="require 'Authorization: Bearer KEY' on every route but /health; set it in "
+                                      "the environment (UNIRAG_SERVER_API_KEY): a key on the command line is "
+                                      "visible to every user of the machine in 'ps'")
     ] = None,
+    allowed_host: Annotated[
+        list[str] | None, typer.Option("--allowed-host", show_default=False, metavar="<name>",
+                                       help="a DNS name the server is reached by (repeatable); requests with "
+                                            "another Host are refused (421: DNS rebinding)")
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", help="serve a non-loopback --host without an API key (prints a warning)")
+    ] = False,
     no_build: Annotated[
         bool, typer.Option("--no-build", help="queries never build a missing artifact (409 instead)")
     ] = False,
@@ -844,14 +857,26 @@ def serve(
 ) -> None:
     """Serve the workspace over HTTP: query, stream, documents, graphs, and an OpenAI-compatible API.
 
-    The web page at /, OpenAPI docs at /docs. Binds 127.0.0.1 unless told otherwise; the key is never printed."""
+    The web page at /, OpenAPI docs at /docs. Binds 127.0.0.1 unless told otherwise. The API key
+    comes from the environment: UNIRAG_SERVER_API_KEY=KEY unirag serve ... (--api-key works too, but
+    shows the key in 'ps'); the key is never printed. Without a key, --host beyond loopback is refused
+    unless --insecure. Writes (POST, PUT, PATCH, DELETE) from a web page of another origin are refused
+    (403), and so is a Host header naming neither this machine nor an --allowed-host (421)."""
     _need_server_extra("fastapi", "serve")
     from unirag.server.app import create_app
     from unirag.server.run import serve as run_server
     from unirag.server.settings import ServerSettings
 
     settings = ServerSettings(host=host, port=port, api_key=api_key or None, build=not no_build,
-                              max_upload_bytes=max_upload_mb * 1024 * 1024)
+                              max_upload_bytes=max_upload_mb * 1024 * 1024,
+                              allowed_hosts=tuple(allowed_host or ()), insecure=insecure)
+    exposed = settings.check_exposure()
+    source = ctx.get_parameter_source("api_key")  # typer's own click: its enum, compared by name
+    if api_key and source is not None and source.name == "COMMANDLINE":
+        _warn("--api-key on the command line is visible to every user of this machine in 'ps'; "
+              "set UNIRAG_SERVER_API_KEY in the environment instead")
+    if exposed:
+        _warn(exposed)
     served = create_app(workspace, settings)
     guarded = "an API key is required" if settings.api_key else "no API key"
     _err(f"serving {workspace} on http://{host}:{port} ({guarded}; the web page at /, docs at /docs)")

@@ -22,6 +22,7 @@ which inputs, so an unchanged corpus re-indexes as a no-op.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -95,6 +96,7 @@ class Workspace:
         self._db: Database | None = None
         self._usage_db: Database | None = None  # its own connection: written from model-call threads
         self._usage_lock = threading.Lock()
+        self._pending_usage: list[tuple[str, str, str, float]] = []  # rows a busy store refused, written next
         self._cache: Any = None
         self._lock: WriterLock | None = None
         self._files: Any = None  # ArtifactFiles of a PostgreSQL store
@@ -165,6 +167,10 @@ class Workspace:
 
     def close(self) -> None:
         with self._usage_lock:
+            if self._pending_usage and not self._write_usage_rows(self._pending_usage):
+                logging.getLogger("unirag").warning(
+                    "the workspace store stayed busy: %d rows of usage were not recorded", len(self._pending_usage))
+            self._pending_usage = []
             if self._usage_db is not None:
                 self._usage_db.close()
                 self._usage_db = None
@@ -510,34 +516,51 @@ class Workspace:
                 self.artifact_files.drop(name)
 
     # -- usage -----------------------------------------------------------
+    #: Seconds a usage write waits for another connection's write transaction (an upload job's).
+    usage_busy_timeout = 2.0
+
     def record_usage(self, command: str, ledger: UsageLedger) -> None:
-        now = time.time()
-        with self.db:
-            self.db.executemany(
-                "INSERT INTO usage (command, stage, usage, created) VALUES (?, ?, ?, ?)",
-                [(command, stage, json.dumps(u.to_json()), now) for stage, u in ledger.stages.items()],
-            )
+        """Record a finished run's usage. Bookkeeping never turns a computed answer into an
+        error: when the store stays locked past :attr:`usage_busy_timeout` (a long write of
+        another connection), the rows are kept, written ahead of the next usage write (or at
+        :meth:`close`), and one warning line says so."""
+        if not self._store_usage(command, ledger.stages):
+            logging.getLogger("unirag").warning(
+                "the workspace store is busy: the usage of '%s' is kept and recorded with the next write", command)
 
     def usage_ledger(self, command: str) -> UsageLedger:
         """A ledger whose usage reaches the usage table as calls finish (see :class:`UsageLedger`);
         call its ``flush()`` when the run ends, killed or not."""
-        return UsageLedger(sink=lambda delta: self._store_usage(command, delta))
+        return UsageLedger(sink=lambda delta: self._store_usage(command, delta, keep=False))
 
-    def _store_usage(self, command: str, stages: dict[str, StageUsage]) -> bool:
-        """Insert one delta of usage through the usage connection; False when the store is busy
-        (a long write of the build holds it): the ledger hands the same usage over again later."""
+    def _store_usage(self, command: str, stages: dict[str, StageUsage], keep: bool = True) -> bool:
+        """Insert one delta of usage, and the rows kept from refused writes before it, through
+        the usage connection (its own, with no read open: a write never has to upgrade a stale
+        snapshot). False when the store stays busy: ``keep`` keeps the rows here for the next
+        write; without it the caller (a ledger) hands the same usage over again later."""
         now = time.time()
         rows = [(command, stage, json.dumps(usage.to_json()), now) for stage, usage in stages.items()]
         with self._usage_lock:
-            if self._usage_db is None:
-                self.db  # the tables exist before the first delta
-                self._usage_db = connect(self.location, self.root, busy_timeout=2.0)
-            try:
-                with self._usage_db:
-                    self._usage_db.executemany(
-                        "INSERT INTO usage (command, stage, usage, created) VALUES (?, ?, ?, ?)", rows)
-            except sqlite3.OperationalError:  # "database is locked": kept in the ledger, retried
-                return False
+            if self._write_usage_rows(self._pending_usage + rows):
+                self._pending_usage = []
+                return True
+            if keep:
+                self._pending_usage += rows
+            return False
+
+    def _write_usage_rows(self, rows: list[tuple[str, str, str, float]]) -> bool:
+        """Under ``_usage_lock``: one transaction of ``rows``; False when the store is locked."""
+        if not rows:
+            return True
+        if self._usage_db is None:
+            self.db  # the tables exist before the first delta
+            self._usage_db = connect(self.location, self.root, busy_timeout=self.usage_busy_timeout)
+        try:
+            with self._usage_db:
+                self._usage_db.executemany(
+                    "INSERT INTO usage (command, stage, usage, created) VALUES (?, ?, ?, ?)", rows)
+        except sqlite3.OperationalError:  # "database is locked" past the busy timeout
+            return False
         return True
 
     def usage_by_stage(self) -> dict[str, StageUsage]:

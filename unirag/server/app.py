@@ -37,6 +37,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
     from unirag.server.auth import BearerKeyMiddleware
     from unirag.server.errors import install_error_handlers
+    from unirag.server.guard import OriginGuardMiddleware, served_names
     from unirag.server.page import install_page
 
     settings = settings or ServerSettings()
@@ -59,6 +60,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     app.state.unirag = state
     if settings.api_key:
         app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
+    app.add_middleware(OriginGuardMiddleware, names=served_names(settings.host, settings.allowed_hosts))  # outermost
     install_error_handlers(app)
 
     @app.get("/health", tags=["health"], summary="Liveness (no key needed)")

@@ -28,8 +28,11 @@ class BearerKeyMiddleware:
         self._expected = api_key.encode("utf-8")
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan (startup, shutdown) has no path and no key to check
+            await self.app(scope, receive, send)
+            return
         path = scope["path"]
-        if scope["type"] != "http" or path in OPEN_PATHS or is_page_path(path) or self._authorised(scope):
+        if path in OPEN_PATHS or is_page_path(path) or self._authorised(scope):
             await self.app(scope, receive, send)
             return
         await send({"type": "http.response.start", "status": 401, "headers": [

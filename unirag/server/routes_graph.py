@@ -3,6 +3,8 @@
 Both page with ``limit``/``offset`` (capped by ``ServerSettings.max_page``), so a
 client never receives a whole large graph unless it walks every page on purpose.
 Graph types and hierarchies are names from fixed lists; nothing reaches a path.
+Every answer carries ``stale`` and ``stale_artifacts`` (:meth:`ServerState.staleness`):
+what it shows may be behind the corpus (a delete or an upload not yet applied to it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from fastapi import APIRouter, Depends, Query
 from unirag.server.deps import server_state
 from unirag.server.errors import ApiError
 from unirag.server.graph_pages import graph_page
-from unirag.server.state import ServerState
+from unirag.server.state import ServerState, graph_artifacts
 
 if TYPE_CHECKING:
     from unirag.index.hierarchy import Community
@@ -31,7 +33,8 @@ router = APIRouter(tags=["graph"])
 async def graph_search(graph_type: str, state: State, q: Annotated[str, Query(min_length=1, max_length=200)],
                        limit: Annotated[int, Query(ge=1, le=100)] = 20) -> dict[str, Any]:
     index = await asyncio.to_thread(state.graph, graph_type)
-    return {"type": graph_type, "q": q, "nodes": index.search(q, limit)}
+    stale = await asyncio.to_thread(state.staleness, graph_artifacts(graph_type))
+    return {"type": graph_type, "q": q, "nodes": index.search(q, limit), **stale}
 
 
 @router.get("/graph/{graph_type}", summary="Nodes and edges of a graph: around an entity (k hops) or the hubs")
@@ -44,9 +47,11 @@ async def graph(graph_type: str, state: State, entity: str | None = None,
         raise ApiError(422, f"hops: at most {state.settings.max_hops}")
     index = await asyncio.to_thread(state.graph, graph_type)
     page = graph_page(index, entity, hops, min(limit, state.settings.max_page), offset)
+    shown = graph_artifacts(graph_type)
     if hierarchy is not None:
         page = await asyncio.to_thread(with_communities, state, page, hierarchy, level)
-    return page
+        shown.append(f"communities:{hierarchy}")
+    return {**page, **await asyncio.to_thread(state.staleness, shown)}
 
 
 @router.get("/communities/{hierarchy}", summary="Communities of a hierarchy, level by level, paged")
@@ -64,7 +69,7 @@ def community_page(state: ServerState, hierarchy: str, level: int | None, limit:
     return {
         "hierarchy": hierarchy, "level": level, "levels": sorted({c.level for c in rows}) if level is None else [level],
         "total": len(rows), "offset": offset, "limit": limit, "next_offset": following if following < len(rows) else None,
-        "communities": [community_json(c) for c in page],
+        "communities": [community_json(c) for c in page], **state.staleness([f"communities:{hierarchy}"]),
     }
 
 
@@ -74,7 +79,8 @@ async def community(hierarchy: str, community_id: str, state: State) -> dict[str
     found = next((c for c in rows if c.id == community_id), None)
     if found is None:
         raise ApiError(404, f"no community '{community_id}' in the {hierarchy} hierarchy", "not_found")
-    return {**community_json(found), "hierarchy": hierarchy, "entity_ids": found.entities}
+    stale = await asyncio.to_thread(state.staleness, [f"communities:{hierarchy}"])
+    return {**community_json(found), "hierarchy": hierarchy, "entity_ids": found.entities, **stale}
 
 
 def with_communities(state: ServerState, page: dict[str, Any], hierarchy: str, level: int | None) -> dict[str, Any]:

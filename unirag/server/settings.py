@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from unirag.errors import ConfigError
+
 API_KEY_ENV = "UNIRAG_SERVER_API_KEY"
 
 
@@ -26,8 +28,26 @@ class ServerSettings:
     max_page: int = 1000
     max_hops: int = 3
     max_top_k: int = 100
+    allowed_hosts: tuple[str, ...] = ()
+    insecure: bool = False
+
+    def check_exposure(self) -> str | None:
+        """Refuse to serve a key-less workspace beyond this machine: anyone on the network
+        could read it, upload to it and spend its model budget. ``insecure`` lets it through
+        (a container port, an authenticating proxy in front); the warning line to print is
+        returned then, None otherwise."""
+        from unirag.server.guard import is_loopback
+
+        if self.api_key or is_loopback(self.host):
+            return None
+        if not self.insecure:
+            raise ConfigError(f"refusing to serve on {self.host} without an API key: anyone who reaches it could "
+                              f"read, upload and spend; set {API_KEY_ENV} (or pass --insecure to serve it open)")
+        return (f"serving on {self.host} with no API key (--insecure): anyone who reaches this address "
+                f"can read the workspace, upload to it and spend its model budget")
 
     def __repr__(self) -> str:
         """Never shows the key (a settings object may end up in a log line)."""
         key = "set" if self.api_key else "none"
-        return f"ServerSettings(host={self.host!r}, port={self.port}, api_key={key}, build={self.build})"
+        return (f"ServerSettings(host={self.host!r}, port={self.port}, api_key={key}, build={self.build}, "
+                f"allowed_hosts={self.allowed_hosts!r}, insecure={self.insecure})")

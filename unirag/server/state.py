@@ -11,8 +11,9 @@ job is done, then loads the new ones.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from unirag.server.catalog import MethodCatalog
 from unirag.server.errors import ApiError
@@ -26,6 +27,13 @@ if TYPE_CHECKING:
 
 #: Graph types the graph routes serve.
 PAGED_GRAPHS = ("kg", "tkg", "rkg", "pg", "hybrid", "tree")
+#: The artifact each graph type is drawn from (every type reads the entity graph too).
+GRAPH_ARTIFACT = {"pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid", "tree": "tree"}
+
+
+def graph_artifacts(kind: str) -> list[str]:
+    """The artifacts a page of the ``kind`` graph shows (what ``load_view`` reads)."""
+    return list(dict.fromkeys(["graph", GRAPH_ARTIFACT.get(kind, "graph")]))
 
 
 @dataclass
@@ -58,14 +66,23 @@ class ServerState:
         if kind not in PAGED_GRAPHS:
             raise ApiError(404, f"unknown graph type '{kind}' (known: {', '.join(PAGED_GRAPHS)})", "not_found")
         workspace = self.rag.workspace
-        needed = {"pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid", "tree": "tree"}.get(kind, "graph")
-        version = (workspace.manifest_entry(needed), workspace.corpus_version())
+        version = (workspace.manifest_entry(GRAPH_ARTIFACT.get(kind, "graph")), workspace.corpus_version())
         with self._graph_lock:
             cached = self._graphs.get(kind)
             if cached is None or cached[0] != version:
                 cached = (version, GraphIndex.of(load_view(workspace, kind)))
                 self._graphs[kind] = cached
             return cached[1]
+
+    def staleness(self, names: Iterable[str]) -> dict[str, Any]:
+        """What a response drawn from the artifacts ``names`` says about them: ``stale`` and,
+        per artifact behind the corpus or damaged, why. A graph route serves what was built
+        (rebuilding a graph may mean model calls, not a GET's work) but never silently: after
+        a delete that did not finish, the page says its entities may include deleted ones."""
+        workspace = self.rag.workspace
+        behind = {name: why for name in names
+                  if (why := workspace.artifact_problem(name)) is not None and why != "missing"}
+        return {"stale": bool(behind), "stale_artifacts": behind}
 
     def close(self) -> None:
         self.jobs.shutdown()
