@@ -29,6 +29,8 @@ from unirag.index.synonym_search import (
     usable_names,
 )
 
+pytestmark = pytest.mark.numeric  # an update's scores compared with a whole build's, exactly
+
 CONFIG = SynonymConfig(threshold=0.8, max_neighbours=3)  # k = 4: full lists are common
 
 
