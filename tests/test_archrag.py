@@ -34,6 +34,8 @@ from unirag.index.archrag import (
 from unirag.index.hierarchy import EntityGraph
 from unirag.llm.base import normalise_rows
 
+pytestmark = pytest.mark.numeric  # kNN graphs and edge weights from BLAS products
+
 THEMES = ("alpha", "beta")
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from unirag.index.chnsw import CHnswIndex
 
+pytestmark = pytest.mark.numeric  # numba searches compared with a BLAS oracle (exact top k)
+
 
 def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
     x = rng.standard_normal((n, dim)).astype(np.float32)

@@ -28,6 +28,8 @@ from unirag.index.hygrag import (
 )
 from unirag.llm.base import normalise_rows
 
+pytestmark = pytest.mark.numeric  # hyperplane signs and propagated embeddings from BLAS products
+
 FAST = HygragConfig(s_min=2, s_max=4, max_layers=4)
 
 

@@ -22,6 +22,8 @@ from unirag.index.leanrag import (
     relation_counts,
 )
 
+pytestmark = pytest.mark.numeric  # mixture clusters fitted with BLAS products
+
 _FIRST_ENTITY = re.compile(r"^- ([^:\n]+):", re.MULTILINE)
 
 

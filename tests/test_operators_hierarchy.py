@@ -42,6 +42,8 @@ from unirag.operators.hierarchy import (
 from unirag.operators.registry import operator_registry
 from unirag.progress import Progress
 
+pytestmark = pytest.mark.numeric  # index rankings compared with a brute-force BLAS oracle
+
 GROUPS = {
     "curies": ["marie curie", "pierre curie", "radium"],
     "places-pl": ["warsaw", "poland"],
@@ -156,9 +158,11 @@ def _ids(items):
 
 
 def _oracle(ws, key: str, question_vector: np.ndarray, keep=None) -> list[tuple[str, float]]:
-    """Brute-force cosine ranking over a stored vector artifact (ties by id)."""
+    """Brute-force cosine ranking over a stored vector artifact (ties by id: scores equal to 5
+    digits). In float64, so that no BLAS kernel's float32 rounding (OpenBLAS picks it by CPU) can
+    put two equal cosines on either side of a 5-digit rounding boundary."""
     ids, vectors = load_vectors(ws, key, key.replace(":", "."))
-    scores = np.asarray(vectors) @ question_vector
+    scores = np.asarray(vectors, dtype=np.float64) @ np.asarray(question_vector, dtype=np.float64)
     pairs = [(i, float(s)) for i, s in zip(ids, scores, strict=True) if keep is None or i in keep]
     return sorted(pairs, key=lambda p: (-round(p[1], 5), p[0]))
 
@@ -172,7 +176,7 @@ def test_tree_collapsed_ranks_leaves_and_summaries_together(hand):
     items = tree_collapsed(state, top_k=8)
     oracle = _oracle(ws, "tree_vectors", state.query_vector)
     assert _ids(items) == [node for node, _ in oracle]  # all 8 nodes, one ranking
-    assert [round(i.score, 5) for i in items] == [round(s, 5) for _, s in oracle]
+    assert [i.score for i in items] == pytest.approx([s for _, s in oracle], abs=1e-5)  # float32 index
     assert items[0].id == "tree-1-curies"
     top = items[0]
     assert top.kind == "tree_node" and top.operator == "tree.collapsed"

@@ -1,4 +1,16 @@
-"""Synonym edges updated after a corpus change equal a whole build (with an exact search)."""
+"""Synonym edges updated after a corpus change equal a whole build (with an exact search).
+
+The comparison is exact, bit for bit, on every machine, because the test's search scores each
+pair the way the product's does. HnswIndex.search (hnswlib) computes one pair's similarity
+with one function whatever else is queried with it, so a list kept from the previous build
+and a list a whole build searches hold the same float for the same pair: that is the
+product's promise, and an update keeps it by reusing stored scores, never recomputing them.
+A BLAS product (``query @ vectors.T``) does not model this: OpenBLAS picks its kernel by CPU
+and by the matrices' shapes, so a pair scored in a batch of 20 and in a batch of 400 may
+differ in the last bit (under ``OPENBLAS_CORETYPE=Haswell`` or ``Zen``: 0.911847 against
+0.911848 after rounding). :func:`_exact_search` therefore sums each pair's products in a
+fixed order without BLAS, and no tolerance is needed.
+"""
 
 from __future__ import annotations
 
@@ -17,13 +29,19 @@ from unirag.index.synonym_search import (
     usable_names,
 )
 
+pytestmark = pytest.mark.numeric  # an update's scores compared with a whole build's, exactly
+
 CONFIG = SynonymConfig(threshold=0.8, max_neighbours=3)  # k = 4: full lists are common
 
 
 def _exact_search(ids: list[str], vectors: np.ndarray) -> Callable[[np.ndarray, int], list[list[tuple[str, float]]]]:
-    """What HnswIndex.search returns, computed exactly: best first, ties by id."""
+    """What HnswIndex.search returns, computed exactly: best first, ties by id. Each score is
+    the same float whichever batch its pair is queried in (no BLAS: see the module docstring):
+    float64 products of float32 values are exact, and numpy sums the last axis in a fixed order."""
+    base = np.asarray(vectors, dtype=np.float64)
+
     def search(query: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
-        scores = query @ vectors.T
+        scores = (np.asarray(query, dtype=np.float64)[:, None, :] * base[None, :, :]).sum(axis=2)
         return [sorted(zip(ids, row.tolist(), strict=True), key=lambda hit: (-hit[1], hit[0]))[:k] for row in scores]
     return search
 
@@ -55,14 +73,14 @@ def _updated(previous: StoredSynonyms, ids: list[str], names: list[str], vectors
 def _edges(stored: StoredSynonyms, names: list[str]) -> list[tuple[str, str, float]]:
     edges = edges_from(stored.entity_ids, usable_names(names), stored.lists)
     ids = stored.entity_ids
-    return sorted((*sorted((ids[a], ids[b])), round(s, 6))
+    return sorted((*sorted((ids[a], ids[b])), s)
                   for a, b, s in zip(edges.source.tolist(), edges.target.tolist(), edges.similarity.tolist(),
                                      strict=True))
 
 
 def _lists(stored: StoredSynonyms) -> dict[str, list[tuple[str, float]]]:
     ids = stored.entity_ids
-    return {ids[i]: [(ids[j], round(s, 6)) for j, s in zip(*stored.lists.of(i), strict=True)]
+    return {ids[i]: [(ids[j], s) for j, s in zip(*stored.lists.of(i), strict=True)]
             for i in range(len(ids))}
 
 

@@ -99,6 +99,7 @@ def run(leaves, config: TreeConfig, chat: ScriptedChat | None = None, **kwargs) 
 # -- clustering recovers known structure --------------------------------------------
 
 
+@pytest.mark.numeric  # clusters fitted with BLAS products
 def test_kmeans_layer_one_is_exactly_the_blobs_then_one_root() -> None:
     leaves = blob_leaves()
     chat = EchoChat()
@@ -111,6 +112,7 @@ def test_kmeans_layer_one_is_exactly_the_blobs_then_one_root() -> None:
     assert result.stats["summaries"] == 4 and result.stats["levels"] == 2 and result.stats["singletons"] == 0
 
 
+@pytest.mark.numeric  # clusters fitted with BLAS products
 def test_gmm_layer_one_is_exactly_the_blobs() -> None:
     leaves = blob_leaves()
     result = run(leaves, GMM)
@@ -119,6 +121,7 @@ def test_gmm_layer_one_is_exactly_the_blobs() -> None:
     assert len(result.layer(2)) == 1  # three summaries: a tiny layer is one cluster, the root
 
 
+@pytest.mark.numeric  # clusters fitted with BLAS products
 def test_gmm_soft_assignment_puts_an_ambiguous_point_in_both_clusters() -> None:
     spread = np.linspace(-1.0, 1.0, 100)[:, None]  # two mirror-image groups and their midpoint
     x = np.concatenate([spread - 2.0, spread + 2.0, [[0.0]]])
@@ -131,6 +134,7 @@ def test_gmm_soft_assignment_puts_an_ambiguous_point_in_both_clusters() -> None:
     assert sorted(i for members in clusters for i in members) == list(range(201))
 
 
+@pytest.mark.numeric  # clusters fitted with BLAS products
 def test_gmm_local_pass_keeps_clusters_inside_their_blob() -> None:
     # Two blobs of 16: each global cluster is bigger than n_components + 1, so it is clustered again locally.
     leaves = blob_leaves(blobs=2, size=16)
@@ -406,6 +410,7 @@ def _drift_leaves(count: int, start: int = 0) -> list[tuple[str, str, np.ndarray
     return [(f"c{i:03d}", text, vectors[k]) for k, (i, text) in enumerate(zip(range(start, start + count), texts))]
 
 
+@pytest.mark.numeric  # clusters fitted with BLAS products
 def test_an_insert_keeps_upper_summaries_within_the_drift_share_and_never_lets_drift_creep() -> None:
     from unirag.graph.tree import leaves_beneath
 

@@ -19,6 +19,8 @@ from unirag.index.leanrag import LeanragConfig, _central_order, _Leanrag, _trunc
 from unirag.llm.base import ChatRequest
 from unirag.text.tokenizer import get_tokenizer
 
+pytestmark = pytest.mark.numeric  # shortcuts' sums and orders compared with the full computations
+
 # -- prompts built when sent -------------------------------------------------------------------
 
 

@@ -21,7 +21,10 @@ and a digest of each node's vector. An update then
 
 The lists are then the ones a full build computes (exact up to
 ``EXACT_MAX_NODES`` rows; beyond, a full build uses hnswlib and an update keeps
-its lists, making exact only what changed), modulo float ties. More than a
+its lists, making exact only what changed), up to the order of near-ties: a kept
+row's cosine to a fresh row comes from a product of another shape than a full build's
+blocks, and BLAS kernels (picked by CPU and shape) may round it differently in the last
+float32 bit, so two neighbours that close may come in either order. More than a
 quarter of the rows fresh, a larger k than the stored width, or a missing or
 unreadable file: computed afresh.
 """
@@ -130,7 +133,8 @@ def _merge_fresh(x: np.ndarray, kept_now: np.ndarray, fresh: np.ndarray, transla
     if not len(fresh):
         return
     # Blocks as large as one of exact_lists' (BLOCK_ROWS x all rows): a few large products, as
-    # BLAS threads cost more than they save on many small ones. Each entry is the same dot product.
+    # BLAS threads cost more than they save on many small ones. Each entry is the same dot product
+    # up to its last float32 bit (another shape may take another kernel path; see the module docstring).
     block_rows = max(BLOCK_ROWS, BLOCK_ROWS * len(x) // len(fresh))
     fresh_t = x[fresh].T
     for start in range(0, len(kept_now), block_rows):
