@@ -20,6 +20,17 @@ and their ancestors where that changed a member (HyGRAG Eq. 30). A
 re-summarised community whose prompt is one the model saw before (insert,
 then delete) is answered by the model cache. Ids are derived from members,
 so a community that gets its old members back gets its old id back.
+
+Levels: an update applies a full build's stop rules to the layers it carries
+(:func:`unirag.graph.layered.build_levels` asks the hierarchy's own
+``stop_before`` of every layer and clusters a level the last build lacked
+afresh, as a full build would: ArchRAG's second level appears once a layer
+holds ``min_nodes`` communities). One rule needs help: where the last build's
+top was a root (one community over the whole layer), groups of new members
+join the root (:func:`_join_root`) rather than stand beside it, which made the
+loop stack a new root one level up, a level no full build makes. GraphRAG's
+top-down Leiden hierarchy has a rule of its own
+(:func:`unirag.index.graphrag_communities.updated_leiden`).
 """
 
 from __future__ import annotations
@@ -360,6 +371,41 @@ def carry_groups(
     return Grouping(out, out_origin, stats, out_whole, out_same)
 
 
+def _join_root(grouping: Grouping, policy: AttachPolicy, built_size: int) -> None:
+    """New groups at the level where the last build had its root join the root's group.
+
+    Why: a full build stops at a level whose one group holds every node (its root).
+    Carried, that root is the one group that continues, and the members that did not
+    attach to it (a similarity threshold, no graph neighbour) form groups of their
+    own; left so, the level has several records, the loop goes on and clusters them
+    into a root one level up, a level no full build of the same corpus makes (and the
+    top then depends on the order documents arrived). So the update keeps the full
+    build's stop: groups of new members only (``origin`` None) join the root's group,
+    which is summarised anew as any group that gained members is. Unless the grown
+    root breaks the hierarchy's size rule (:meth:`AttachPolicy.too_big`; ``built_size``:
+    the members the root had), which a full build obeys too and then goes on: so a
+    root that was split for its size is never merged back (parts split off it also
+    have no origin, and with them the merge is bigger still).
+    """
+    if len(grouping.groups) < 2 or 0 not in grouping.origin:
+        return
+    root = grouping.origin.index(0)
+    fresh = [g for g, o in enumerate(grouping.origin) if o is None]
+    if not fresh:
+        return
+    merged = np.sort(np.concatenate([grouping.groups[root]] + [grouping.groups[g] for g in fresh]))
+    if policy.too_big(merged, built_size):
+        return
+    keep = [g for g in range(len(grouping.groups)) if g not in set(fresh)]
+    grouping.groups[root] = merged
+    grouping.unchanged[root] = grouping.continued[root] = False
+    grouping.groups = [grouping.groups[g] for g in keep]
+    grouping.origin = [grouping.origin[g] for g in keep]
+    grouping.unchanged = [grouping.unchanged[g] for g in keep]
+    grouping.continued = [grouping.continued[g] for g in keep]
+    grouping.stats["joined_root"] = len(fresh)
+
+
 @dataclass(frozen=True)
 class PreviousNode:
     """A record of the previous build as the update needs it: its id, its members one
@@ -391,6 +437,7 @@ class LevelCarrier:
         self.renamed: dict[str, str] = {}
         self.stats: dict[str, int] = {}
         self.resummarize_share = resummarize_share
+        self._leaves = frozenset(known_leaves)  # the last build's leaves (``known`` moves up the levels)
         self._last: tuple[int, Grouping] | None = None
         # per group of the last grouping kept within the drift share: the entities its summary
         # was written from (carried into the new record's payload as ``written_from``)
@@ -424,12 +471,22 @@ class LevelCarrier:
         changed = {new for before, new in self.renamed.items() if new != before}
         result = carry_groups(previous, layer_ids, self.known, vectors, adjacency, policy, group_new, group_vectors,
                               changed)
+        if self._is_root(level):
+            _join_root(result, policy, len(self.nodes(level)[0].children))
         if entities is not None and self.resummarize_share > 0:
             self._keep_within_drift(result, old, entities)
         for key, value in result.stats.items():
             self.stats[key] = self.stats.get(key, 0) + value
         self._last = (level, result)
         return result
+
+    def _is_root(self, level: int) -> bool:
+        """Whether ``level`` was the last build's top and its one record held the whole layer
+        (the loop stopped there with ``root``: every record of the level below, or every leaf)."""
+        if level != max(self.previous, default=0) or len(self.nodes(level)) != 1:
+            return False
+        below = {node.id for node in self.nodes(level - 1)} if level > 1 else self._leaves
+        return set(self.nodes(level)[0].children) == below
 
     def _keep_within_drift(self, grouping: Grouping, old: list[PreviousNode],
                            entities: Sequence[Sequence[str]]) -> None:

@@ -11,7 +11,8 @@ leaves attached (:mod:`unirag.graph.attach`). Carrying is chosen when
 * the leaves added or removed since the last *full* build stay within
   ``index.rebuild_share`` of that build's leaves (default 0.2): attachment
   never re-clusters, so after much change the clusters drift from what the
-  algorithm would find, and a full build restores them.
+  algorithm would find, and a full build restores them. The levels follow a
+  full build's rules (see "Levels" in :mod:`unirag.graph.attach`).
 
 The decision and its figures go into the artifact's manifest entry
 (``update``) and ``unirag stats``.
