@@ -156,11 +156,11 @@ class Workspace:
             if self.location.is_postgres:
                 from unirag.llm.shared_cache import DatabaseResponseCache
 
-                self._cache = DatabaseResponseCache(connect(self.location, self.root), warn)
+                self._cache = DatabaseResponseCache(connect(self.location, self.root), warn, self.embedding_dim)
             else:
                 from unirag.llm.cache import ResponseCache
 
-                self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn)
+                self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn, self.embedding_dim)
         elif warn is not None:
             self._cache.warn = warn
         return self._cache
@@ -428,6 +428,19 @@ class Workspace:
     def manifest(self) -> dict[str, dict[str, Any]]:
         rows = self.db.execute(f"SELECT name, entry FROM manifest ORDER BY {self.db.dialect.insertion_order}")
         return {name: json.loads(entry) for name, entry in rows}
+
+    def embedding_dim(self, model: str) -> tuple[str, int] | None:
+        """(artifact, dimension) of the vectors this workspace holds from embedding model
+        ``model`` (``chunk_vectors`` first), or None while it holds none. The model cache
+        serves and stores only vectors of this dimension: an endpoint that answers another
+        one (a wrong URL behind the same model name) never poisons it."""
+        entries = self.manifest()
+        names = sorted(entries, key=lambda name: name != "chunk_vectors")
+        for name in names:
+            entry = entries[name]
+            if entry.get("config", {}).get("model") == model and int(entry.get("dim") or 0) > 0:
+                return name, int(entry["dim"])
+        return None
 
     def manifest_entry(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT entry FROM manifest WHERE name = ?", (name,)).fetchone()

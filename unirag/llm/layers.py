@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from unirag.errors import LLMUnavailableError, RetryableLLMError
+from unirag.errors import LLMUnavailableError, RetryableLLMError, embedding_mismatch
 from unirag.llm.base import (
     ChatEvent,
     ChatModel,
@@ -243,24 +243,53 @@ class CachedChat:
 
 
 class CachedEmbedder:
-    """Embeds only texts not cached; one inner call for all the misses."""
+    """Embeds only texts not cached; one inner call for all the misses.
+
+    Vectors are checked against the dimension the workspace's vectors have
+    (``cache.embedding_dim``): only cached vectors of that dimension are served, and an
+    endpoint answering another dimension is one line naming both, with nothing stored. A
+    workspace without vectors yet takes the endpoint's dimension: cached vectors of
+    another one are embedded again, never stacked with the new ones."""
 
     def __init__(self, inner: EmbeddingModel, cache: ResponseCache) -> None:
         self.inner, self.cache, self.name = inner, cache, inner.name
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        expected = self.cache.embedding_dim(self.name)
+        dim = expected[1] if expected is not None else None
         keys = [embedding_cache_key(self.name, text) for text in texts]
-        found = self.cache.get_vectors(keys)
-        missing = list({keys[i]: i for i in range(len(keys)) if keys[i] not in found}.values())
-        calls, tokens = 0, 0
+        found = self.cache.get_vectors(keys, dim)
+        if dim is None and len({vec.shape[0] for vec in found.values()}) > 1:
+            found = {}  # cached under two dimensions and none expected: ask the endpoint
+        calls, tokens, embedded = 0, 0, 0
+        missing = [i for i in range(len(keys)) if keys[i] not in found]
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing], stage)
-            calls, tokens = fresh.calls, fresh.prompt_tokens
-            self.cache.put_vectors(self.name, ((keys[i], fresh.vectors[j]) for j, i in enumerate(missing)))
-            for j, i in enumerate(missing):
-                found[keys[i]] = fresh.vectors[j]
-        vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - len(missing))
+            fresh, got = self._embed_into(found, texts, keys, missing, expected, stage)
+            stale = [i for i in range(len(keys)) if found[keys[i]].shape[0] != got]
+            if stale:  # none expected, cached at another dimension than the endpoint's now
+                again, _ = self._embed_into(found, texts, keys, stale, expected, stage)
+                fresh = [*fresh, *again]
+            calls = sum(batch.calls for batch, _ in fresh)
+            tokens = sum(batch.prompt_tokens for batch, _ in fresh)
+            embedded = sum(count for _, count in fresh)
+        vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, dim or 0), dtype=np.float32)
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - embedded)
+
+    def _embed_into(self, found: dict[str, np.ndarray], texts: list[str], keys: list[str], rows: list[int],
+                    expected: tuple[str, int] | None, stage: str) -> tuple[list[tuple[EmbeddingBatch, int]], int]:
+        """Embed the texts of ``rows`` (each distinct key once) into ``found`` and the cache,
+        their dimension checked against ``expected`` first (nothing of another is stored).
+        Returns the call's batch with the number of texts it embedded, and their dimension."""
+        distinct = list({keys[i]: i for i in rows}.values())
+        fresh = self.inner.embed([texts[i] for i in distinct], stage)
+        got = int(fresh.vectors.shape[1]) if fresh.vectors.ndim == 2 else 0
+        if expected is not None and got != expected[1]:
+            raise embedding_mismatch(expected[0], f"{expected[1]}-dimension vectors",
+                                     f"{got}-dimension vectors (from {self.name})")
+        self.cache.put_vectors(self.name, ((keys[i], fresh.vectors[j]) for j, i in enumerate(distinct)), got)
+        for j, i in enumerate(distinct):
+            found[keys[i]] = fresh.vectors[j]
+        return [(fresh, len(distinct))], got
 
 
 class AccountedChat:
