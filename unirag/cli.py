@@ -509,6 +509,9 @@ def delete(
         print(json.dumps(data, indent=2))
         return
     print(f"deleted {data['documents_removed']} documents ({data['chunks_removed']} chunks)")
+    if report.finished:
+        print(f"finished the interrupted delete of {', '.join(report.finished)}: its documents were already "
+              "deleted, the artifacts are now refreshed")
     print(f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
           f"refreshed: {', '.join(data['rebuilt']) or 'nothing'}")
 

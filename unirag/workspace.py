@@ -83,6 +83,17 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
+PENDING_DELETE = "pending_delete"
+
+
+def delete_target_keys(target: str) -> set[str]:
+    """The names a delete target is remembered by: as given, and with its path made absolute
+    (as :meth:`Workspace.find_documents` reads it), so a rerun from another directory
+    names the same file."""
+    path, sep, key = target.partition("#")
+    return {target, str(Path(path).resolve()) + (f"#{key}" if sep else "")} if path else {target}
+
+
 class Workspace:
     """Facade over a workspace directory and its store. Open one per process and reuse it.
 
@@ -302,13 +313,19 @@ class Workspace:
         return {doc_id for doc_id in gone
                 if not self.db.execute("SELECT 1 FROM document_sources WHERE doc_id = ?", (doc_id,)).fetchone()}
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> list[str]:
+    def delete_documents(self, doc_ids: Iterable[str], targets: Iterable[str] = ()) -> list[str]:
         """Delete documents with their chunks and origins in one transaction; returns the
-        deleted chunk ids (what every derived artifact must forget)."""
+        deleted chunk ids (what every derived artifact must forget).
+
+        The same transaction records the deletion as pending (:meth:`pending_delete`, with
+        ``targets``, what the user named): a run killed before every artifact forgot the
+        documents is finished by the next one, and a rerun of the same delete knows its
+        targets are gone because of it."""
         ids = sorted(set(doc_ids))
         if not ids:
             return []
         chunk_ids: list[str] = []
+        pending = self.pending_delete() or {"targets": [], "doc_ids": [], "chunk_ids": []}
         with self.db:
             for start in range(0, len(ids), 500):
                 part = ids[start:start + 500]
@@ -318,8 +335,25 @@ class Workspace:
                 self.db.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
                 self.db.execute(f"DELETE FROM documents WHERE id IN ({marks})", part)
                 self.db.execute(f"DELETE FROM document_sources WHERE doc_id IN ({marks})", part)
+            named = {name for target in targets for name in delete_target_keys(target)}
+            self._set_meta(PENDING_DELETE, json.dumps({
+                "targets": sorted({*pending["targets"], *named}),
+                "doc_ids": sorted({*pending["doc_ids"], *ids}),
+                "chunk_ids": sorted({*pending["chunk_ids"], *chunk_ids}),
+            }))
             self._bump_corpus_version()
         return chunk_ids
+
+    def pending_delete(self) -> dict[str, list[str]] | None:
+        """The deletions whose artifacts are not refreshed yet (``targets``, ``doc_ids``,
+        ``chunk_ids``), or None: each delete records one until a run finishes refreshing."""
+        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (PENDING_DELETE,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def finish_delete(self) -> None:
+        """Every built artifact forgot the pending deletions: forget the record."""
+        with self.db:
+            self.db.execute("DELETE FROM meta WHERE name = ?", (PENDING_DELETE,))
 
     # -- corpus version ----------------------------------------------------
     def corpus_version(self) -> int:
