@@ -84,6 +84,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 
 PENDING_DELETE = "pending_delete"
+CHUNK_MARK = "chunk_mark"  # a manifest entry's record of the chunks it was built on (Workspace.chunk_mark)
 
 
 def delete_target_keys(target: str) -> set[str]:
@@ -383,9 +384,9 @@ class Workspace:
         entry = self.manifest_entry(name)
         version = self.corpus_version()
         if entry is not None and entry.get("corpus_version") != version:
+            stamped = {**entry, "corpus_version": version, CHUNK_MARK: self.chunk_mark()}
             with self.db:
-                self.db.execute("UPDATE manifest SET entry = ? WHERE name = ?",
-                                (json.dumps({**entry, "corpus_version": version}), name))
+                self.db.execute("UPDATE manifest SET entry = ? WHERE name = ?", (json.dumps(stamped), name))
 
     def drop_artifacts(self) -> None:
         """Forget every built artifact but the chunk record (files and manifest entries):
@@ -486,8 +487,28 @@ class Workspace:
         ``files``: the artifact's files and directories, written before this call; the
         size of each file (every file under a directory) is recorded, so that
         :meth:`is_current` and :meth:`stale_artifacts` see a lost or cut one."""
-        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
+        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version(),
+                 CHUNK_MARK: self.chunk_mark()}
         self.record_manifest_entry(name, entry, files)
+
+    def chunk_mark(self) -> dict[str, int]:
+        """Where the chunks stand now: the last chunk's ``seq`` and how many there are. Kept in
+        every manifest entry, so that :meth:`chunks_changed_since` can say how far a stale
+        artifact is behind (a killed run's estimate counts the work its resume will do)."""
+        last, count = self.db.execute("SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM chunks").fetchone()
+        return {"last_seq": int(last), "count": int(count)}
+
+    def chunks_changed_since(self, entry: dict[str, Any]) -> int | None:
+        """Chunks added or removed since the artifact of ``entry`` was built (``seq`` only
+        grows); None for an entry from before the mark was kept."""
+        mark = entry.get(CHUNK_MARK)
+        if not mark:
+            return None
+        added, kept = self.db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN seq > ? THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN seq <= ? THEN 1 ELSE 0 END), 0) FROM chunks",
+            (mark["last_seq"], mark["last_seq"])).fetchone()
+        return int(added) + max(0, mark["count"] - int(kept))
 
     def record_manifest_entry(self, name: str, entry: dict[str, Any], files: Iterable[Path] = ()) -> None:
         """Write ``entry`` as given (a copied one keeps its build time and corpus version) with the
