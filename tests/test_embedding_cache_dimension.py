@@ -22,6 +22,7 @@ from fakes import HashEmbedder, ScriptedChat, small_corpus
 from test_cli import assert_one_line_error, ok, run
 
 import unirag.cli as cli
+from unirag.errors import WorkspaceError
 from unirag.llm.base import embedding_cache_key
 from unirag.llm.cache import ResponseCache
 from unirag.llm.factory import build_stack
@@ -130,5 +131,44 @@ def test_a_new_workspace_takes_the_endpoints_dimension(tmp_path: Path) -> None:
     try:
         batch = CachedEmbedder(HashEmbedder(name=MODEL), cache).embed(["old", "new"])
         assert batch.vectors.shape == (2, 64) and batch.cache_hits == 0
+    finally:
+        cache.close()
+
+
+def test_a_rebuild_for_an_endpoint_of_another_dimension_is_not_served_the_old_vectors(tmp_path: Path) -> None:
+    """Every text cached at 8 dimensions; the endpoint now answers 64 and was refused once (a
+    query of the old workspace); the workspace is rebuilt (expects nothing): the old vectors
+    are embedded again, not built into an index that the endpoint's queries cannot search."""
+    cache = ResponseCache(tmp_path / "llm.sqlite")
+    texts = ["a quokka", "a river", "a tower"]
+    cache.put_vectors(MODEL, [(embedding_cache_key(MODEL, text), np.ones(8, np.float32)) for text in texts])
+    embedder = HashEmbedder(name=MODEL)
+    try:
+        refused = ResponseCache(tmp_path / "llm.sqlite", expected_dim=lambda model: ("chunk_vectors", 8))
+        with pytest.raises(WorkspaceError, match="8-dimension vectors, but the query embeds with 64"):
+            CachedEmbedder(embedder, refused).embed(["the question"])
+        refused.close()
+        batch = CachedEmbedder(embedder, cache).embed(texts)
+        assert batch.vectors.shape == (3, 64) and (batch.calls, batch.cache_hits) == (1, 0)
+        again = CachedEmbedder(embedder, cache).embed(texts)  # another process: cached at 64 now
+        assert again.vectors.shape == (3, 64) and (again.calls, again.cache_hits) == (0, 3)
+    finally:
+        cache.close()
+
+
+def test_a_rebuild_after_one_wrong_answer_re_embeds_one_batch_only(tmp_path: Path) -> None:
+    """The issue's order: one query refused at 8 dimensions, then ``index --rebuild`` with the
+    right endpoint (64): the first batch finds the endpoint is back at 64 and the rest is
+    served from the cache."""
+    cache = ResponseCache(tmp_path / "llm.sqlite")
+    embedder = HashEmbedder(name=MODEL)
+    right = [f"passage {n}" for n in range(6)]
+    cache.put_vectors(MODEL, [(embedding_cache_key(MODEL, t), embedder.vector(t)) for t in right])
+    cache.put_served_dim(MODEL, 8)  # what the wrong endpoint's refused answer recorded
+    try:
+        cached = CachedEmbedder(embedder, cache)
+        first, rest = cached.embed(right[:2]), cached.embed(right[2:])
+        assert first.vectors.shape == (2, 64) and first.calls == 1
+        assert rest.vectors.shape == (4, 64) and (rest.calls, rest.cache_hits) == (0, 4)
     finally:
         cache.close()

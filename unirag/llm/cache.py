@@ -6,9 +6,11 @@ lookups are by primary key, never by loading a whole file. Keys are sha256
 hashes of a canonical JSON request (see :meth:`ChatRequest.cache_key`).
 
 Embedding vectors are served only at the dimension the workspace expects (the
-``dim`` column is part of every lookup, see :class:`ExpectedDim`) and vectors of
-another dimension are never stored: one query against an endpoint serving
-another dimension must not poison the cache for the right endpoint.
+``dim`` column is part of every lookup, see :class:`ExpectedDim`), else at the one
+the endpoint answered last (``served_dim``: a rebuild for an endpoint of another
+dimension is not served the old vectors), and vectors of another dimension are
+never stored: one query against an endpoint serving another dimension must not
+poison the cache for the right endpoint.
 
 The cache is disposable: a damaged file (a truncated copy, a bad disk page) is
 moved aside to ``llm.sqlite.corrupt-<time>`` with one warning, and an empty
@@ -49,6 +51,7 @@ CREATE TABLE IF NOT EXISTS chat (
 CREATE TABLE IF NOT EXISTS embedding (
     key TEXT PRIMARY KEY, model TEXT, dim INTEGER, vector BLOB, created REAL
 );
+CREATE TABLE IF NOT EXISTS served_dim (model TEXT PRIMARY KEY, dim INTEGER, created REAL);
 """
 
 
@@ -206,6 +209,20 @@ class ResponseCache:
     def embedding_dim(self, model: str) -> tuple[str, int] | None:
         """(artifact, dimension) of the workspace's vectors of ``model``; None when unknown."""
         return self.expected_dim(model) if self.expected_dim is not None else None
+
+    def served_dim(self, model: str) -> int | None:
+        """The dimension ``model``'s endpoint answered last (None: not seen yet)."""
+        with self._lock:
+            row = self._run(lambda db: db.execute("SELECT dim FROM served_dim WHERE model = ?", (model,)).fetchone())
+        return int(row[0]) if row else None
+
+    def put_served_dim(self, model: str, dim: int) -> None:
+        def put(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO served_dim VALUES (?, ?, ?)", (model, dim, time.time()))
+            db.commit()
+
+        with self._lock:
+            self._run(put)
 
     def get_vectors(self, keys: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
         """The cached vectors of ``keys`` of dimension ``dim`` (any when None)."""

@@ -248,27 +248,32 @@ class CachedEmbedder:
     Vectors are checked against the dimension the workspace's vectors have
     (``cache.embedding_dim``): only cached vectors of that dimension are served, and an
     endpoint answering another dimension is one line naming both, with nothing stored. A
-    workspace without vectors yet takes the endpoint's dimension: cached vectors of
-    another one are embedded again, never stacked with the new ones."""
+    workspace without vectors yet (new, or rebuilt) is served the dimension the endpoint
+    answered last (``cache.served_dim``), so a rebuild for an endpoint that now answers
+    another one re-embeds instead of building the old vectors into an index the endpoint
+    no longer fits; vectors of two dimensions are never stacked."""
 
     def __init__(self, inner: EmbeddingModel, cache: ResponseCache) -> None:
         self.inner, self.cache, self.name = inner, cache, inner.name
+        self._recorded_dim: int | None = None  # the served dimension this process wrote last
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
         expected = self.cache.embedding_dim(self.name)
-        dim = expected[1] if expected is not None else None
+        dim = expected[1] if expected is not None else self.cache.served_dim(self.name)
         keys = [embedding_cache_key(self.name, text) for text in texts]
         found = self.cache.get_vectors(keys, dim)
         if dim is None and len({vec.shape[0] for vec in found.values()}) > 1:
-            found = {}  # cached under two dimensions and none expected: ask the endpoint
+            found = {}  # cached under two dimensions and none known: ask the endpoint
         calls, tokens, embedded = 0, 0, 0
         missing = [i for i in range(len(keys)) if keys[i] not in found]
         if missing:
             fresh, got = self._embed_into(found, texts, keys, missing, expected, stage)
-            stale = [i for i in range(len(keys)) if found[keys[i]].shape[0] != got]
-            if stale:  # none expected, cached at another dimension than the endpoint's now
-                again, _ = self._embed_into(found, texts, keys, stale, expected, stage)
-                fresh = [*fresh, *again]
+            if got != dim:  # none expected, and the endpoint answers another dimension than it did
+                found = {key: vec for key, vec in found.items() if vec.shape[0] == got}
+                found.update(self.cache.get_vectors([key for key in keys if key not in found], got))
+                again = [i for i in range(len(keys)) if keys[i] not in found]
+                if again:
+                    fresh += self._embed_into(found, texts, keys, again, expected, stage)[0]
             calls = sum(batch.calls for batch, _ in fresh)
             tokens = sum(batch.prompt_tokens for batch, _ in fresh)
             embedded = sum(count for _, count in fresh)
@@ -278,11 +283,15 @@ class CachedEmbedder:
     def _embed_into(self, found: dict[str, np.ndarray], texts: list[str], keys: list[str], rows: list[int],
                     expected: tuple[str, int] | None, stage: str) -> tuple[list[tuple[EmbeddingBatch, int]], int]:
         """Embed the texts of ``rows`` (each distinct key once) into ``found`` and the cache,
-        their dimension checked against ``expected`` first (nothing of another is stored).
-        Returns the call's batch with the number of texts it embedded, and their dimension."""
+        their dimension recorded as the endpoint's and checked against ``expected`` (nothing
+        of another is stored). Returns the call's batch with the number of texts it
+        embedded, and their dimension."""
         distinct = list({keys[i]: i for i in rows}.values())
         fresh = self.inner.embed([texts[i] for i in distinct], stage)
         got = int(fresh.vectors.shape[1]) if fresh.vectors.ndim == 2 else 0
+        if got and got != self._recorded_dim:  # kept even when refused: a rebuild for it must not reuse others
+            self.cache.put_served_dim(self.name, got)
+            self._recorded_dim = got
         if expected is not None and got != expected[1]:
             raise embedding_mismatch(expected[0], f"{expected[1]}-dimension vectors",
                                      f"{got}-dimension vectors (from {self.name})")

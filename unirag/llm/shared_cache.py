@@ -29,7 +29,11 @@ CREATE TABLE IF NOT EXISTS embedding (
     key TEXT PRIMARY KEY, model TEXT, dim INTEGER, vector BLOB, created REAL
 );
 """
-MIGRATIONS = (tables_migration(1, "chat, embedding", _SCHEMA),)
+MIGRATIONS = (
+    tables_migration(1, "chat, embedding", _SCHEMA),
+    tables_migration(2, "served_dim", "CREATE TABLE IF NOT EXISTS served_dim (model TEXT PRIMARY KEY, dim INTEGER, "
+                                      "created REAL)"),
+)
 
 
 class DatabaseResponseCache:
@@ -47,6 +51,7 @@ class DatabaseResponseCache:
         self._put_chat = db.dialect.replace_into("chat", ("key", "model", "stage", "response", "created"), ("key",))
         self._put_vector = db.dialect.replace_into("embedding", ("key", "model", "dim", "vector", "created"),
                                                    ("key",))
+        self._put_served = db.dialect.replace_into("served_dim", ("model", "dim", "created"), ("model",))
 
     def close(self) -> None:
         with self._lock:
@@ -65,6 +70,15 @@ class DatabaseResponseCache:
     def embedding_dim(self, model: str) -> tuple[str, int] | None:
         """(artifact, dimension) of the workspace's vectors of ``model``; None when unknown."""
         return self.expected_dim(model) if self.expected_dim is not None else None
+
+    def served_dim(self, model: str) -> int | None:
+        with self._lock:
+            row = self.db.execute("SELECT dim FROM served_dim WHERE model = ?", (model,)).fetchone()
+        return int(row[0]) if row else None
+
+    def put_served_dim(self, model: str, dim: int) -> None:
+        with self._lock:
+            self.db.execute(self._put_served, (model, dim, time.time()))
 
     def get_vectors(self, keys: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
