@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from fakes import HashEmbedder, ScriptedChat, scripted_extraction, small_corpus
+from fakes import HashEmbedder, ScriptedChat, make_settings, scripted_extraction, small_corpus
 from typer.testing import CliRunner
 
 import unirag.cli as cli
@@ -218,3 +218,71 @@ def test_off_a_terminal_it_never_waits_for_an_answer(tmp_path: Path, scripted: l
     # CliRunner's stdin is no terminal and holds nothing: a question would read EOF and abort.
     result = ok("index", people_corpus(tmp_path / "corpus", 4), "-w", tmp_path / "ws", *PAID, "--graph", "kg", "-q")
     assert "estimate: about" in result.stderr and "go on" not in result.stderr and scripted[-1].calls
+
+
+# -- a killed sync's resume (issue 29 §3.10: the estimate left out the re-summaries, 102 -> 24) ----
+FIRST = ["Ada", "Boris", "Clara", "Dario", "Edda", "Fabio", "Gerda", "Hugo", "Irma", "Jules", "Kira", "Lars"]
+MIDDLE = ["Noor", "Otto", "Pia", "Remy", "Sven", "Tove"]
+LAST = ["Moreau", "Keller", "Rossi", "Volkov", "Duarte", "Haddad", "Lind", "Tanaka", "Costa", "Berg"]
+NAMES = [f"{a} {m} {b}" for b in LAST for m in MIDDLE for a in FIRST]
+HIERARCHIES = ["tree", "communities:graphrag", "communities:archrag"]
+
+
+def _meeting(corpus: Path, number: int) -> None:
+    """Document ``number``: three people of their own (new documents bring new entities)."""
+    a, b, c = (NAMES[3 * number + k] for k in range(3))
+    place = PLACES[number % len(PLACES)]
+    (corpus / f"doc{number:03d}.txt").write_text(
+        f"{a} met {b} in {place}. Later {b} wrote to {c} about rivers. {c} praised {a}.", encoding="utf-8")
+
+
+class _DiesAtSummaries(ScriptedChat):
+    """Extracts, then dies (as a kill would) at the first summary: the sync stored its
+    chunks and extractions, and every hierarchy is left stale."""
+
+    def complete(self, request: Any) -> Any:
+        if not request.stage.startswith("build.extract"):
+            raise KeyboardInterrupt
+        return super().complete(request)
+
+
+def test_the_estimate_after_a_killed_sync_counts_the_hierarchies_re_summaries(tmp_path: Path) -> None:
+    from unirag.pipeline import estimate_index, run_index
+    from unirag.workspace import Workspace
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for number in range(60):
+        _meeting(corpus, number)
+    ws = Workspace.init(tmp_path / "ws")
+    settings = make_settings(ws.root, graph__extractor="llm", index__summarizer="llm", concurrency=1)
+
+    def index(chat: ScriptedChat) -> Any:
+        stack = build_stack(settings, ws.cache(), chat=chat, embedder=HashEmbedder())
+        return run_index(ws, [corpus], settings, stack, graphs=["kg"], artifacts=HIERARCHIES, sync=True)
+
+    def estimate() -> Any:
+        return estimate_index(ws, [corpus], settings, ScriptedChat(), graphs=["kg"], artifacts=HIERARCHIES)
+
+    index(ScriptedChat())
+    for number in range(5):
+        (corpus / f"doc{number:03d}.txt").unlink()
+    for number in range(60, 70):
+        _meeting(corpus, number)
+    before = estimate()
+    with pytest.raises(KeyboardInterrupt):
+        index(_DiesAtSummaries())
+    assert ws.stale_artifacts()
+
+    resumed_estimate, resumed = estimate(), ScriptedChat()
+    index(resumed)
+    assert not ws.stale_artifacts()
+    summaries = {step.step: step.calls for step in resumed_estimate.steps}
+    assert set(summaries) == set(HIERARCHIES)  # the old estimate had none: the chunks were stored already
+    assert "extract" not in summaries  # and nothing left to extract
+    # The same summaries as the sync's own estimate (less what its sync would remove, which an
+    # estimate does not count), and within 30 % of the calls the resumed run made.
+    planned = sum(step.calls for step in before.steps if step.step != "extract")
+    assert 0.7 * planned <= resumed_estimate.calls <= 1.3 * planned, (before.to_json(), resumed_estimate.to_json())
+    assert 0.7 * resumed.calls <= resumed_estimate.calls <= 1.3 * resumed.calls, (resumed_estimate.to_json(),
+                                                                                  resumed.calls)

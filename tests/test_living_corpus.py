@@ -122,6 +122,69 @@ def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[st
     ws.close()
 
 
+class _Killed(KeyboardInterrupt):
+    """The kill a fault injects into one stage of a delete (KeyboardInterrupt: nothing may catch it)."""
+
+
+@pytest.mark.parametrize("kill_in", ["forget_chunks", "refresh"])
+@pytest.mark.parametrize("resume_by", ["delete", "index"])
+def test_a_killed_delete_is_finished_by_the_next_run(tmp_path: Path, alone: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch, kill_in: str,
+                                                     resume_by: str) -> None:
+    """Killed after the documents are removed but before the extractions are forgotten or
+    the artifacts refreshed: rerunning the delete (or any index) finishes it, and the
+    workspace is then the one never given B (issue 29 §3.6: the rerun said ``no document``)."""
+    import unirag.pipeline as pipeline
+
+    ws = Workspace.init(tmp_path / "ws")
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    _index(ws, [a])
+    _index(ws, [b])
+
+    def killed(*args: Any) -> None:
+        raise _Killed
+
+    with monkeypatch.context() as faults:
+        if kill_in == "forget_chunks":
+            faults.setattr(GraphStore, "forget_chunks", killed)
+        else:
+            faults.setattr(pipeline, "ensure_artifacts", killed)
+        with pytest.raises(_Killed):
+            _delete(ws, [str(b)])
+    assert len(ws.documents()) == len(A) and ws.stale_artifacts()
+
+    if resume_by == "delete":
+        report = _delete(ws, [str(b)])
+        assert (report.documents_removed, report.finished) == (0, [str(b)])
+    else:
+        _index(ws, [])
+    assert not ws.stale_artifacts() and ws.pending_delete() is None
+    after = snapshot(ws)
+    for key in alone:
+        assert after[key] == alone[key], key
+    with pytest.raises(SourceError, match="no document"):  # finished: a third run has nothing to do
+        _delete(ws, [str(b)])
+    ws.close()
+
+
+def test_cli_rerun_of_a_killed_delete_says_it_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import unirag.pipeline as pipeline
+
+    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+    root = tmp_path / "ws"
+    runner = CliRunner()
+    assert runner.invoke(app, ["index", str(a), str(b), "-w", str(root), "-q", "--graph", "kg"]).exit_code == 0
+    with monkeypatch.context() as faults:
+        faults.setattr(pipeline, "ensure_artifacts", lambda *args: (_ for _ in ()).throw(_Killed()))
+        killed = runner.invoke(app, ["delete", str(b), "-w", str(root), "-q"])
+    assert killed.exit_code != 0 and "interrupted" in killed.stderr
+    result = runner.invoke(app, ["delete", str(b), "-w", str(root), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "deleted 0 documents" in result.stdout and f"finished the interrupted delete of {b}" in result.stdout
+    stats = json.loads(runner.invoke(app, ["stats", "-w", str(root), "--json"]).stdout)
+    assert stats["stale_artifacts"] == {}
+
+
 def test_insert_equals_fresh_index(tmp_path: Path) -> None:
     """Equal when each passage has its own extraction call: grouped short passages share a
     prompt, so which passages arrive together (a batch of the insert, or of a fresh index)

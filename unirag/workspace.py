@@ -83,6 +83,18 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
+PENDING_DELETE = "pending_delete"
+CHUNK_MARK = "chunk_mark"  # a manifest entry's record of the chunks it was built on (Workspace.chunk_mark)
+
+
+def delete_target_keys(target: str) -> set[str]:
+    """The names a delete target is remembered by: as given, and with its path made absolute
+    (as :meth:`Workspace.find_documents` reads it), so a rerun from another directory
+    names the same file."""
+    path, sep, key = target.partition("#")
+    return {target, str(Path(path).resolve()) + (f"#{key}" if sep else "")} if path else {target}
+
+
 class Workspace:
     """Facade over a workspace directory and its store. Open one per process and reuse it.
 
@@ -156,11 +168,11 @@ class Workspace:
             if self.location.is_postgres:
                 from unirag.llm.shared_cache import DatabaseResponseCache
 
-                self._cache = DatabaseResponseCache(connect(self.location, self.root), warn)
+                self._cache = DatabaseResponseCache(connect(self.location, self.root), warn, self.embedding_dim)
             else:
                 from unirag.llm.cache import ResponseCache
 
-                self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn)
+                self._cache = ResponseCache(self.root / "cache" / "llm.sqlite", warn, self.embedding_dim)
         elif warn is not None:
             self._cache.warn = warn
         return self._cache
@@ -302,13 +314,19 @@ class Workspace:
         return {doc_id for doc_id in gone
                 if not self.db.execute("SELECT 1 FROM document_sources WHERE doc_id = ?", (doc_id,)).fetchone()}
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> list[str]:
+    def delete_documents(self, doc_ids: Iterable[str], targets: Iterable[str] = ()) -> list[str]:
         """Delete documents with their chunks and origins in one transaction; returns the
-        deleted chunk ids (what every derived artifact must forget)."""
+        deleted chunk ids (what every derived artifact must forget).
+
+        The same transaction records the deletion as pending (:meth:`pending_delete`, with
+        ``targets``, what the user named): a run killed before every artifact forgot the
+        documents is finished by the next one, and a rerun of the same delete knows its
+        targets are gone because of it."""
         ids = sorted(set(doc_ids))
         if not ids:
             return []
         chunk_ids: list[str] = []
+        pending = self.pending_delete() or {"targets": [], "doc_ids": [], "chunk_ids": []}
         with self.db:
             for start in range(0, len(ids), 500):
                 part = ids[start:start + 500]
@@ -318,8 +336,25 @@ class Workspace:
                 self.db.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
                 self.db.execute(f"DELETE FROM documents WHERE id IN ({marks})", part)
                 self.db.execute(f"DELETE FROM document_sources WHERE doc_id IN ({marks})", part)
+            named = {name for target in targets for name in delete_target_keys(target)}
+            self._set_meta(PENDING_DELETE, json.dumps({
+                "targets": sorted({*pending["targets"], *named}),
+                "doc_ids": sorted({*pending["doc_ids"], *ids}),
+                "chunk_ids": sorted({*pending["chunk_ids"], *chunk_ids}),
+            }))
             self._bump_corpus_version()
         return chunk_ids
+
+    def pending_delete(self) -> dict[str, list[str]] | None:
+        """The deletions whose artifacts are not refreshed yet (``targets``, ``doc_ids``,
+        ``chunk_ids``), or None: each delete records one until a run finishes refreshing."""
+        row = self.db.execute("SELECT value FROM meta WHERE name = ?", (PENDING_DELETE,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def finish_delete(self) -> None:
+        """Every built artifact forgot the pending deletions: forget the record."""
+        with self.db:
+            self.db.execute("DELETE FROM meta WHERE name = ?", (PENDING_DELETE,))
 
     # -- corpus version ----------------------------------------------------
     def corpus_version(self) -> int:
@@ -349,9 +384,9 @@ class Workspace:
         entry = self.manifest_entry(name)
         version = self.corpus_version()
         if entry is not None and entry.get("corpus_version") != version:
+            stamped = {**entry, "corpus_version": version, CHUNK_MARK: self.chunk_mark()}
             with self.db:
-                self.db.execute("UPDATE manifest SET entry = ? WHERE name = ?",
-                                (json.dumps({**entry, "corpus_version": version}), name))
+                self.db.execute("UPDATE manifest SET entry = ? WHERE name = ?", (json.dumps(stamped), name))
 
     def drop_artifacts(self) -> None:
         """Forget every built artifact but the chunk record (files and manifest entries):
@@ -429,6 +464,19 @@ class Workspace:
         rows = self.db.execute(f"SELECT name, entry FROM manifest ORDER BY {self.db.dialect.insertion_order}")
         return {name: json.loads(entry) for name, entry in rows}
 
+    def embedding_dim(self, model: str) -> tuple[str, int] | None:
+        """(artifact, dimension) of the vectors this workspace holds from embedding model
+        ``model`` (``chunk_vectors`` first), or None while it holds none. The model cache
+        serves and stores only vectors of this dimension: an endpoint that answers another
+        one (a wrong URL behind the same model name) never poisons it."""
+        entries = self.manifest()
+        names = sorted(entries, key=lambda name: name != "chunk_vectors")
+        for name in names:
+            entry = entries[name]
+            if entry.get("config", {}).get("model") == model and int(entry.get("dim") or 0) > 0:
+                return name, int(entry["dim"])
+        return None
+
     def manifest_entry(self, name: str) -> dict[str, Any] | None:
         row = self.db.execute("SELECT entry FROM manifest WHERE name = ?", (name,)).fetchone()
         return json.loads(row[0]) if row else None
@@ -439,8 +487,28 @@ class Workspace:
         ``files``: the artifact's files and directories, written before this call; the
         size of each file (every file under a directory) is recorded, so that
         :meth:`is_current` and :meth:`stale_artifacts` see a lost or cut one."""
-        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version()}
+        entry = {**entry, "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus_version": self.corpus_version(),
+                 CHUNK_MARK: self.chunk_mark()}
         self.record_manifest_entry(name, entry, files)
+
+    def chunk_mark(self) -> dict[str, int]:
+        """Where the chunks stand now: the last chunk's ``seq`` and how many there are. Kept in
+        every manifest entry, so that :meth:`chunks_changed_since` can say how far a stale
+        artifact is behind (a killed run's estimate counts the work its resume will do)."""
+        last, count = self.db.execute("SELECT COALESCE(MAX(seq), 0), COUNT(*) FROM chunks").fetchone()
+        return {"last_seq": int(last), "count": int(count)}
+
+    def chunks_changed_since(self, entry: dict[str, Any]) -> int | None:
+        """Chunks added or removed since the artifact of ``entry`` was built (``seq`` only
+        grows); None for an entry from before the mark was kept."""
+        mark = entry.get(CHUNK_MARK)
+        if not mark:
+            return None
+        added, kept = self.db.execute(
+            "SELECT COALESCE(SUM(CASE WHEN seq > ? THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(CASE WHEN seq <= ? THEN 1 ELSE 0 END), 0) FROM chunks",
+            (mark["last_seq"], mark["last_seq"])).fetchone()
+        return int(added) + max(0, mark["count"] - int(kept))
 
     def record_manifest_entry(self, name: str, entry: dict[str, Any], files: Iterable[Path] = ()) -> None:
         """Write ``entry`` as given (a copied one keeps its build time and corpus version) with the

@@ -9,7 +9,8 @@ extractor, and the summaries of trees and hierarchies from entity counts and
 each builder's config (groups of its typical size per level, prompts capped at
 its input limit). Artifacts that are up to date cost nothing; a hierarchy that a
 corpus change carries (``index.update: attach``) re-summarises at most one group
-per level for each new leaf. The extractive summarizer and the NLP extractor cost
+per level for each new leaf, counting the chunks a killed run stored but the
+hierarchy has not seen (each manifest entry keeps the chunks it was built on). The extractive summarizer and the NLP extractor cost
 nothing. Description summaries of merged entities are not counted (rare: only
 descriptions over ``graph.description_max_tokens``).
 """
@@ -131,7 +132,8 @@ def estimate_index_cost(
         if built and not changed and workspace.artifact_problem(name) is None:
             continue  # up to date: its builder returns at once
         carried = built and not rebuild and settings.index.update == "attach"
-        step = _summaries(name, settings, corpus, entities, carried)
+        changed_chunks = corpus.new + (_behind(workspace, name) if carried and workspace is not None else 0)
+        step = _summaries(name, settings, corpus, entities, carried, changed_chunks)
         if step is not None and step.calls:
             estimate.steps.append(step)
     return estimate
@@ -172,12 +174,25 @@ class _Shape:
     calls_per_group: int = 1
 
 
-def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, carried: bool) -> StepCost | None:
-    """Summary calls of tree or hierarchy ``name`` (None for an artifact that summarises nothing)."""
+def _behind(workspace: Workspace, name: str) -> int:
+    """Chunks the stored artifact ``name`` has not seen yet (added or removed since its build):
+    after a killed run (a sync, a delete) they are stored already, so they are not incoming,
+    yet the resumed run re-summarises for them. 0 for an artifact up to date or from before
+    the manifest kept its chunk mark."""
+    entry = workspace.manifest_entry(name)
+    if entry is None or workspace.artifact_problem(name) is None:
+        return 0
+    return workspace.chunks_changed_since(entry) or 0
+
+
+def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, carried: bool,
+               changed_chunks: int) -> StepCost | None:
+    """Summary calls of tree or hierarchy ``name`` (None for an artifact that summarises nothing);
+    a ``carried`` one re-summarises for the ``changed_chunks`` only."""
     leaves, leaf_tokens, shape = _leaves_and_shape(name, settings, corpus, entities)
     if shape is None or leaves == 0:
         return None
-    new_leaves = math.ceil(leaves * corpus.new / len(corpus.chunks)) if carried else leaves
+    new_leaves = math.ceil(leaves * min(1.0, changed_chunks / len(corpus.chunks))) if carried else leaves
     calls = tokens = 0
     nodes, member_tokens = leaves, leaf_tokens
     for _ in range(shape.max_levels):

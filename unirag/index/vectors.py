@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from unirag.errors import WorkspaceError
+from unirag.errors import embedding_mismatch  # noqa: F401 (re-exported: its users import it here)
 from unirag.workspace import atomic_path, atomic_write_bytes
 
 TIE_MARGIN = 8  # rows fetched past k so that equal scores at the k-th place are ordered by id
@@ -29,15 +29,6 @@ TIE_MARGIN = 8  # rows fetched past k so that equal scores at the k-th place are
 # 0.9903), of 2,000 random rows 0.9795 and 0.9793 (0.9808), of 2,000 passage vectors as queries
 # 0.8160 and 0.8155 (0.8150); the update's CPU 2.07 -> 1.27 s.
 RELINK_TOLERANCE = 0.05
-
-
-def embedding_mismatch(artifact: str, built_with: str, query_with: str) -> WorkspaceError:
-    """One message for every way a query's embeddings cannot be compared with an
-    artifact's (another model name, another dimension): the fix is the same."""
-    return WorkspaceError(
-        f"'{artifact}' was embedded with {built_with}, but the query embeds with {query_with}: "
-        "use the same embedding settings, or re-index with 'unirag index --rebuild'"
-    )
 
 
 class VectorIndex(Protocol):

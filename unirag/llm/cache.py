@@ -5,6 +5,13 @@ at most the calls in flight and a rerun repeats none of the finished ones;
 lookups are by primary key, never by loading a whole file. Keys are sha256
 hashes of a canonical JSON request (see :meth:`ChatRequest.cache_key`).
 
+Embedding vectors are served only at the dimension the workspace expects (the
+``dim`` column is part of every lookup, see :class:`ExpectedDim`), else at the one
+the endpoint answered last (``served_dim``: a rebuild for an endpoint of another
+dimension is not served the old vectors), and vectors of another dimension are
+never stored: one query against an endpoint serving another dimension must not
+poison the cache for the right endpoint.
+
 The cache is disposable: a damaged file (a truncated copy, a bad disk page) is
 moved aside to ``llm.sqlite.corrupt-<time>`` with one warning, and an empty
 cache takes its place; the calls it held are made again when needed.
@@ -30,6 +37,9 @@ from unirag.store.sqlite import prepare_wal
 
 T = TypeVar("T")
 Warn = Callable[[str], None]
+#: model name -> (artifact, dimension) of the vectors a workspace holds for that model, or
+#: None while it holds none (a new or rebuilt workspace: the first vectors set the dimension).
+ExpectedDim = Callable[[str], "tuple[str, int] | None"]
 #: ``PRAGMA quick_check`` reads every page: at open it costs milliseconds on caches up
 #: to this size; larger ones are checked by their reads and writes alone.
 QUICK_CHECK_MAX_BYTES = 256 << 20
@@ -41,12 +51,35 @@ CREATE TABLE IF NOT EXISTS chat (
 CREATE TABLE IF NOT EXISTS embedding (
     key TEXT PRIMARY KEY, model TEXT, dim INTEGER, vector BLOB, created REAL
 );
+CREATE TABLE IF NOT EXISTS served_dim (model TEXT PRIMARY KEY, dim INTEGER, created REAL);
 """
 
 
 def _python_warning(message: str) -> None:
     """The default ``warn`` outside the CLI: a :class:`RuntimeWarning` a library user sees."""
     warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def vectors_of(rows: Iterable[tuple[str, int, bytes]], dim: int | None) -> dict[str, np.ndarray]:
+    """key -> vector of the ``(key, dim, blob)`` rows that are whole and of dimension ``dim``
+    (any dimension when None): a row of another shape is a miss, never served."""
+    found: dict[str, np.ndarray] = {}
+    for key, stored_dim, blob in rows:
+        if len(blob) == 4 * stored_dim and (dim is None or stored_dim == dim):
+            found[key] = np.frombuffer(blob, dtype=np.float32)
+    return found
+
+
+def vector_rows(model: str, items: Iterable[tuple[str, np.ndarray]], dim: int | None) -> list[tuple[Any, ...]]:
+    """The ``embedding`` rows to store of ``items``: only vectors of dimension ``dim`` (any
+    when None), so that a wrong endpoint's answer is never kept."""
+    now = time.time()
+    rows = []
+    for key, vec in items:
+        vec = np.asarray(vec, dtype=np.float32).reshape(-1)
+        if dim is None or vec.shape[0] == dim:
+            rows.append((key, model, int(vec.shape[0]), vec.tobytes(), now))
+    return rows
 
 
 def chat_response(row: tuple[str] | None) -> dict[str, Any] | None:
@@ -63,12 +96,14 @@ def chat_response(row: tuple[str] | None) -> dict[str, Any] | None:
 class ResponseCache:
     """Chat responses and embedding vectors keyed by request hash.
 
-    ``warn`` says when a damaged cache file was replaced (the CLI's warning line)."""
+    ``warn`` says when a damaged cache file was replaced (the CLI's warning line);
+    ``expected_dim`` says what dimension the workspace's vectors have (none: any)."""
 
-    def __init__(self, path: Path, warn: Warn | None = None) -> None:
+    def __init__(self, path: Path, warn: Warn | None = None, expected_dim: ExpectedDim | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.warn = warn or _python_warning
+        self.expected_dim = expected_dim
         self._lock = threading.Lock()
         self._inode = -1
         self._db = self._open()
@@ -171,31 +206,49 @@ class ResponseCache:
         with self._lock:
             self._run(put)
 
-    def get_vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+    def embedding_dim(self, model: str) -> tuple[str, int] | None:
+        """(artifact, dimension) of the workspace's vectors of ``model``; None when unknown."""
+        return self.expected_dim(model) if self.expected_dim is not None else None
+
+    def served_dim(self, model: str) -> int | None:
+        """The dimension ``model``'s endpoint answered last (None: not seen yet)."""
+        with self._lock:
+            row = self._run(lambda db: db.execute("SELECT dim FROM served_dim WHERE model = ?", (model,)).fetchone())
+        return int(row[0]) if row else None
+
+    def put_served_dim(self, model: str, dim: int) -> None:
+        def put(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO served_dim VALUES (?, ?, ?)", (model, dim, time.time()))
+            db.commit()
+
+        with self._lock:
+            self._run(put)
+
+    def get_vectors(self, keys: list[str], dim: int | None = None) -> dict[str, np.ndarray]:
+        """The cached vectors of ``keys`` of dimension ``dim`` (any when None)."""
         def get(db: sqlite3.Connection) -> dict[str, np.ndarray]:
             found: dict[str, np.ndarray] = {}
             for start in range(0, len(keys), 500):
                 part = keys[start : start + 500]
                 marks = ",".join("?" * len(part))
-                for key, blob in db.execute(f"SELECT key, vector FROM embedding WHERE key IN ({marks})", part):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                rows = db.execute(f"SELECT key, dim, vector FROM embedding WHERE key IN ({marks})", part)
+                found.update(vectors_of(rows, dim))
             return found
 
         with self._lock:
             return self._run(get)
 
-    def put_vectors(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
-        now = time.time()
-        rows = [
-            (key, model, int(vec.shape[0]), np.asarray(vec, dtype=np.float32).tobytes(), now) for key, vec in items
-        ]
+    def put_vectors(self, model: str, items: Iterable[tuple[str, np.ndarray]], dim: int | None = None) -> None:
+        """Store ``items``, those of dimension ``dim`` only (any when None)."""
+        rows = vector_rows(model, items, dim)
 
         def put(db: sqlite3.Connection) -> None:
             db.executemany("INSERT OR REPLACE INTO embedding VALUES (?, ?, ?, ?, ?)", rows)
             db.commit()
 
-        with self._lock:
-            self._run(put)
+        if rows:
+            with self._lock:
+                self._run(put)
 
     def counts(self) -> dict[str, int]:
         def count(db: sqlite3.Connection) -> dict[str, int]:

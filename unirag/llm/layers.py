@@ -25,7 +25,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from unirag.errors import LLMUnavailableError, RetryableLLMError
+from unirag.errors import LLMUnavailableError, RetryableLLMError, embedding_mismatch
 from unirag.llm.base import (
     ChatEvent,
     ChatModel,
@@ -243,24 +243,62 @@ class CachedChat:
 
 
 class CachedEmbedder:
-    """Embeds only texts not cached; one inner call for all the misses."""
+    """Embeds only texts not cached; one inner call for all the misses.
+
+    Vectors are checked against the dimension the workspace's vectors have
+    (``cache.embedding_dim``): only cached vectors of that dimension are served, and an
+    endpoint answering another dimension is one line naming both, with nothing stored. A
+    workspace without vectors yet (new, or rebuilt) is served the dimension the endpoint
+    answered last (``cache.served_dim``), so a rebuild for an endpoint that now answers
+    another one re-embeds instead of building the old vectors into an index the endpoint
+    no longer fits; vectors of two dimensions are never stacked."""
 
     def __init__(self, inner: EmbeddingModel, cache: ResponseCache) -> None:
         self.inner, self.cache, self.name = inner, cache, inner.name
+        self._recorded_dim: int | None = None  # the served dimension this process wrote last
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
+        expected = self.cache.embedding_dim(self.name)
+        dim = expected[1] if expected is not None else self.cache.served_dim(self.name)
         keys = [embedding_cache_key(self.name, text) for text in texts]
-        found = self.cache.get_vectors(keys)
-        missing = list({keys[i]: i for i in range(len(keys)) if keys[i] not in found}.values())
-        calls, tokens = 0, 0
+        found = self.cache.get_vectors(keys, dim)
+        if dim is None and len({vec.shape[0] for vec in found.values()}) > 1:
+            found = {}  # cached under two dimensions and none known: ask the endpoint
+        calls, tokens, embedded = 0, 0, 0
+        missing = [i for i in range(len(keys)) if keys[i] not in found]
         if missing:
-            fresh = self.inner.embed([texts[i] for i in missing], stage)
-            calls, tokens = fresh.calls, fresh.prompt_tokens
-            self.cache.put_vectors(self.name, ((keys[i], fresh.vectors[j]) for j, i in enumerate(missing)))
-            for j, i in enumerate(missing):
-                found[keys[i]] = fresh.vectors[j]
-        vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, 0), dtype=np.float32)
-        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - len(missing))
+            fresh, got = self._embed_into(found, texts, keys, missing, expected, stage)
+            if got != dim:  # none expected, and the endpoint answers another dimension than it did
+                found = {key: vec for key, vec in found.items() if vec.shape[0] == got}
+                found.update(self.cache.get_vectors([key for key in keys if key not in found], got))
+                again = [i for i in range(len(keys)) if keys[i] not in found]
+                if again:
+                    fresh += self._embed_into(found, texts, keys, again, expected, stage)[0]
+            calls = sum(batch.calls for batch, _ in fresh)
+            tokens = sum(batch.prompt_tokens for batch, _ in fresh)
+            embedded = sum(count for _, count in fresh)
+        vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, dim or 0), dtype=np.float32)
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - embedded)
+
+    def _embed_into(self, found: dict[str, np.ndarray], texts: list[str], keys: list[str], rows: list[int],
+                    expected: tuple[str, int] | None, stage: str) -> tuple[list[tuple[EmbeddingBatch, int]], int]:
+        """Embed the texts of ``rows`` (each distinct key once) into ``found`` and the cache,
+        their dimension recorded as the endpoint's and checked against ``expected`` (nothing
+        of another is stored). Returns the call's batch with the number of texts it
+        embedded, and their dimension."""
+        distinct = list({keys[i]: i for i in rows}.values())
+        fresh = self.inner.embed([texts[i] for i in distinct], stage)
+        got = int(fresh.vectors.shape[1]) if fresh.vectors.ndim == 2 else 0
+        if got and got != self._recorded_dim:  # kept even when refused: a rebuild for it must not reuse others
+            self.cache.put_served_dim(self.name, got)
+            self._recorded_dim = got
+        if expected is not None and got != expected[1]:
+            raise embedding_mismatch(expected[0], f"{expected[1]}-dimension vectors",
+                                     f"{got}-dimension vectors (from {self.name})")
+        self.cache.put_vectors(self.name, ((keys[i], fresh.vectors[j]) for j, i in enumerate(distinct)), got)
+        for j, i in enumerate(distinct):
+            found[keys[i]] = fresh.vectors[j]
+        return [(fresh, len(distinct))], got
 
 
 class AccountedChat:

@@ -46,6 +46,20 @@ class StoreLocation:
 
 
 SQLITE_STORE = StoreLocation("sqlite")
+#: libpq reads a password from here (or ``~/.pgpass``) when the URL has none.
+PASSWORD_ENV = "PGPASSWORD"
+
+
+def without_password(value: str) -> tuple[str, bool]:
+    """The ``store`` setting ``value`` fit to be written into a settings file: a PostgreSQL
+    URL without its password, and whether it had one (a file is read by whoever can list the
+    directory; the password comes from :data:`PASSWORD_ENV` or ``~/.pgpass`` instead)."""
+    parts = urlsplit(value.strip())
+    if parts.scheme not in POSTGRES_SCHEMES or not parts.password:
+        return value.strip(), False
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=user + host)), True
 
 
 def parse_store(value: str, root: Path) -> StoreLocation:

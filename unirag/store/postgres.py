@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,14 +55,46 @@ def _psycopg() -> Any:
     return import_optional("psycopg", "postgres", "the PostgreSQL store")
 
 
+def _reason(exc: BaseException) -> str:
+    """The last line of psycopg's message (the server's words), else the exception's type."""
+    text = str(exc).strip()
+    return text.splitlines()[-1].strip() if text else type(exc).__name__
+
+
+def store_failure(exc: BaseException, where: str = "") -> WorkspaceError | None:
+    """One line for a PostgreSQL server that stopped answering mid-job (psycopg's
+    ``OperationalError``: the connection was cut, the server shut down, ran out of room;
+    ``InterfaceError``: a connection already closed); None for any other exception.
+
+    Checked against psycopg's classes only when psycopg was imported (a SQLite workspace
+    never imports it), so the CLI can ask this of any exception a job raised."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None or not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return None
+    store = f"the PostgreSQL store {where}" if where else "the PostgreSQL store"
+    return WorkspaceError(f"{store} failed mid-job ({_reason(exc)}): finished work is saved; run the same "
+                          "command again once the server answers")
+
+
+@contextmanager
+def _answering(where: str) -> Iterator[None]:
+    """psycopg's connection failures inside the block as :func:`store_failure`'s one line."""
+    try:
+        yield
+    except Exception as exc:
+        failure = store_failure(exc, where)
+        if failure is None:
+            raise
+        raise failure from None
+
+
 def _plain_connection(location: StoreLocation, where: str) -> Any:
     """An autocommit connection, or one line saying why there is none."""
     psycopg = _psycopg()
     try:
         return psycopg.connect(location.url, autocommit=True)
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise WorkspaceError(f"cannot connect to the PostgreSQL store {where}: {reason}") from None
+        raise WorkspaceError(f"cannot connect to the PostgreSQL store {where}: {_reason(exc)}") from None
 
 
 def _ensure_vector_extension(conn: Any, where: str) -> None:
@@ -139,18 +172,23 @@ class PostgresDatabase:
         return found
 
     def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
-        cursor = self.conn.cursor()
-        cursor.execute(self._translated(sql), parameters or None)
+        """A cursor whose rows are fetched (psycopg's client-side cursor holds them all): a
+        server lost later cannot fail the caller's iteration."""
+        with _answering(self.where):
+            cursor = self.conn.cursor()
+            cursor.execute(self._translated(sql), parameters or None)
         return cursor
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]]) -> Any:
-        cursor = self.conn.cursor()
-        cursor.executemany(self._translated(sql), seq_of_parameters)
+        with _answering(self.where):
+            cursor = self.conn.cursor()
+            cursor.executemany(self._translated(sql), seq_of_parameters)
         return cursor
 
     def executescript(self, sql_script: str) -> None:
-        for statement in postgres_ddl(sql_script):
-            self.conn.execute(statement)
+        with _answering(self.where):
+            for statement in postgres_ddl(sql_script):
+                self.conn.execute(statement)
 
     def commit(self) -> None:
         """Statements outside ``with db:`` commit on their own (autocommit): nothing to do."""
@@ -180,13 +218,15 @@ class PostgresDatabase:
 
     def __enter__(self) -> PostgresDatabase:
         stack = self._stack()
-        transaction = self.conn.transaction()
-        transaction.__enter__()
+        with _answering(self.where):
+            transaction = self.conn.transaction()
+            transaction.__enter__()
         stack.append(transaction)
         return self
 
     def __exit__(self, *exc_info: Any) -> Any:
-        return self._stack().pop().__exit__(*exc_info)
+        with _answering(self.where):
+            return self._stack().pop().__exit__(*exc_info)
 
     def _stack(self) -> list[Any]:
         stack = getattr(self._transactions, "stack", None)
@@ -229,6 +269,16 @@ class AdvisoryWriterLock:
             try:
                 yield
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+                self._unlock(conn)
         finally:
             conn.close()
+
+    def _unlock(self, conn: Any) -> None:
+        """Give the lock back. On a server that stopped answering there is nothing to give
+        back (a session's advisory locks end with it), and the job's own error must not be
+        hidden behind the unlock's."""
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        except Exception as exc:
+            if store_failure(exc, self.name) is None:
+                raise
