@@ -20,6 +20,7 @@ from unirag.errors import (
     StoreDamagedError,
     UniragError,
 )
+from unirag.store.postgres import store_failure
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
@@ -89,11 +90,20 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        failure = store_failure(exc)
+        if failure is not None:  # the database went away: the operator's to fix, not a bug
+            log.error("%s %s: %s", request.method, request.url.path, failure)
+            return error_response(503, str(failure), "store_unavailable")
         log.exception("internal error on %s %s", request.method, request.url.path)
         return error_response(500, internal_message(exc), "server_error")
 
 
 def internal_message(exc: BaseException) -> str:
+    """One line for an unexpected failure; a store that stopped answering gets its own line
+    (:func:`unirag.store.postgres.store_failure`), never ``internal error``."""
+    failure = store_failure(exc)
+    if failure is not None:
+        return str(failure)
     return f"internal error: {type(exc).__name__}: {one_line(str(exc))}"
 
 
