@@ -9,6 +9,7 @@ from the artifacts as they were (``UniRAG(stale_while_writing=True)``).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -95,7 +96,14 @@ class JobQueue:
             return self._jobs.get(job_id)
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Wait for every accepted job, queued ones included: a 202 promised the work, and a
+        document dropped at shutdown would be lost without a word."""
+        with self._lock:
+            pending = sum(job.finished is None for job in self._jobs.values())
+        if pending:
+            logging.getLogger("unirag.server").warning(
+                "finishing %d accepted job%s before stopping", pending, "s" * (pending != 1))
+        self._pool.shutdown(wait=True)
 
     def _run(self, job: Job, work: JobWork) -> None:
         job.state = "running"
