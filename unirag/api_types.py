@@ -4,8 +4,8 @@ Every type has ``to_json()``, the same JSON the CLI prints with ``--json``, so a
 server answers with it as is. The results of the layers below are reused, not
 copied: :class:`~unirag.methods.runner.QueryResult`,
 :class:`~unirag.operators.context.ContextItem`, usage as
-:class:`~unirag.llm.base.StageUsage` (``Usage``), index and delete reports
-(``IndexResult``, ``DeleteResult``) from :mod:`unirag.pipeline`.
+:class:`~unirag.llm.base.StageUsage`, index and delete reports
+(:class:`~unirag.pipeline.IndexReport`, :class:`~unirag.pipeline.DeleteReport`).
 
 A streamed query yields :data:`QueryEvent` values: any number of
 :class:`AnswerDelta` (the answer's text in generation order), then exactly one
