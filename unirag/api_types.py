@@ -83,14 +83,15 @@ class MethodInfo:
     pipeline: str = ""
     generation: str = "direct"
     requires: list[str] = field(default_factory=list)
+    group: str = "Other"  # unirag.methods.spec.OTHER_GROUP: the spec names no group
 
     @classmethod
     def from_spec(cls, spec: MethodSpec) -> MethodInfo:
         data = spec.to_json()
         return cls(spec.name, spec.title, spec.description, spec.source, list(spec.aliases), data["pipeline"],
-                   spec.generation.mode, list(data["requires"]))
+                   spec.generation.mode, list(data["requires"]), spec.group)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "description": self.description, "source": self.source,
                 "aliases": self.aliases, "pipeline": self.pipeline, "generation": self.generation,
-                "requires": self.requires}
+                "requires": self.requires, "group": self.group}
