@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fakes import N_DOCUMENTS, HashEmbedder, ScriptedChat, small_corpus
 
-from unirag import AnswerDelta, ContextItem, DocumentInfo, MethodInfo, QueryDone, QueryResult, UniRAG, Usage
+from unirag import AnswerDelta, ContextItem, DocumentInfo, MethodInfo, QueryDone, QueryResult, StageUsage, UniRAG
 from unirag.errors import SourceError, WorkspaceError
 from unirag.llm.base import EmbeddingBatch
 
@@ -84,7 +84,7 @@ def test_query_has_answer_context_and_usage(rag: UniRAG) -> None:
     assert isinstance(result, QueryResult) and result.answer == "paris"
     assert result.context and isinstance(result.context[0], ContextItem) and result.context[0].source == "paris"
     assert result.usage()["llm_calls"] == 1
-    assert isinstance(result.ledger.total(), Usage)
+    assert isinstance(result.ledger.total(), StageUsage)
     data = result.to_json()
     assert data["answer"] == "paris" and data["context"][0]["kind"] == "chunk" and "refreshed" not in data
     assert len(rag.query(QUESTION, top_k=2, retrieve_only=True).context) == 2
@@ -219,3 +219,13 @@ def test_stale_while_writing_answers_during_another_writers_job(tmp_path: Path) 
         embedder.gate.set()
         writer.close()
         reader.close()
+
+
+def test_every_exported_class_is_exported_under_its_own_name() -> None:
+    """Issue 30: ``from unirag import X`` gives a class whose ``__name__`` is X, so reprs,
+    tracebacks and type hints name what a user imported (``Usage`` was ``StageUsage``)."""
+    import unirag
+
+    classes = {name: getattr(unirag, name) for name in unirag.__all__ if isinstance(getattr(unirag, name), type)}
+    assert {"IndexReport", "DeleteReport", "StageUsage"} <= set(classes)
+    assert {name: cls.__name__ for name, cls in classes.items()} == {name: name for name in classes}

@@ -1,4 +1,4 @@
-"""The LLM judge (unirag.eval.judge, .judge_parse, .questions, .claims) with scripted judges.
+"""The LLM judge (the unirag.eval.judge package) with scripted judges.
 
 No real model: small chat classes answer from the prompt they are given (always
 the first answer, the longer answer, a fixed reply), so position bias, win-rate
@@ -52,14 +52,14 @@ from unirag.eval.judge import (
     win_rate_matrices,
     win_rates,
 )
-from unirag.eval.judge_parse import (
+from unirag.eval.judge.parse import (
     parse_choice,
     parse_list,
     parse_pairwise,
     parse_score,
     parse_scores,
 )
-from unirag.eval.questions import describe_corpus
+from unirag.eval.judge.questions import describe_corpus
 from unirag.llm.base import ChatRequest, ChatResponse
 
 _ANSWERS = re.compile(r"Answer 1:\n(.*?)\n\nAnswer 2:\n(.*?)\n\nCompare", re.DOTALL)

@@ -28,7 +28,7 @@ from unirag.errors import ConfigError, LLMError
 from unirag.eval.datasets import Dataset, Question, load_dataset
 from unirag.eval.jsonl import read_rows
 from unirag.eval.judge import read_records
-from unirag.eval.judging import JUDGE_FILE, ask_judge, judge_report
+from unirag.eval.judge.eval_run import JUDGE_FILE, ask_judge, judge_report
 from unirag.eval.report import (
     TIME_COLUMNS,
     columns,

@@ -19,7 +19,7 @@ CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag
                 "unirag.workspace", "unirag.store.connect", "unirag.index.vector_artifacts",
                 "unirag.index.artifacts", "unirag.index.cost", "unirag.llm.embedded", "unirag.llm.factory",
                 "unirag.graph.extract_nlp", "unirag.graph.graph_build", "unirag.eval.metrics", "unirag.eval.runner",
-                "unirag.eval.report", "unirag.eval.claims", "unirag.executors", "unirag.executors.ray_executor",
+                "unirag.eval.report", "unirag.eval.judge.claims", "unirag.executors", "unirag.executors.ray_executor",
                 "unirag.llm.remote", "unirag.llm.minilm_int8", "unirag.llm.wordllama_embedder")
 # Refuses the optional packages as if they were not installed (a meta-path finder runs first).
 BLOCKER = """

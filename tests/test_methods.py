@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from fakes import HashEmbedder, ScriptedChat, long_text, make_settings, small_corpus
 
 from unirag.config import Settings
@@ -17,7 +18,15 @@ from unirag.prompts.prompt import load_prompt
 from unirag.index.vectors import HnswIndex
 from unirag.llm.factory import build_stack
 from unirag.methods.runner import MethodRunner, QueryResult
-from unirag.methods.spec import MethodSpec, builtin_methods, parse_spec, resolve_method
+from unirag.methods.spec import (
+    METHOD_GROUPS,
+    OTHER_GROUP,
+    SPEC_DIR,
+    MethodSpec,
+    builtin_methods,
+    parse_spec,
+    resolve_method,
+)
 from unirag.operators.registry import operator_registry
 from unirag.pipeline import run_index
 from unirag.text.tokenizer import get_tokenizer
@@ -205,6 +214,19 @@ def test_builtin_methods() -> None:
         assert isinstance(data["requires"], list) and spec.source
 
 
+def test_every_shipped_spec_names_its_group_in_the_file() -> None:
+    """Issue 30: a method's family is part of its spec (the web page groups by it); a shipped
+    spec without one would fall into "Other", so each file must say which group it is in."""
+    for path in sorted(SPEC_DIR.glob("*.yaml")):
+        group = yaml.safe_load(path.read_text(encoding="utf-8")).get("group")
+        assert group in METHOD_GROUPS, f"{path.name}: group {group!r}"
+    assert {spec.group for spec in builtin_methods().values()} == set(METHOD_GROUPS)  # no empty group
+
+
+def test_a_user_spec_without_a_group_is_listed_under_other(tmp_path: Path) -> None:
+    assert resolve_method(str(write_spec(tmp_path, "mine.yaml"))).group == OTHER_GROUP
+
+
 @pytest.mark.parametrize(
     "name,expected",
     [
@@ -297,9 +319,10 @@ def test_user_hybrid_spec_runs(indexed: Indexed, tmp_path: Path) -> None:
         ({"question": "[embedding]", "operators": "  - op: node.vdb\n    params: {query: keywords_low}\n"},
          "keywords"),
         ({"operators": "  - op: chunk.bm25\n    top_k: 3\n"}, "top_k"),
+        ({"extra": "group: Graphs\n"}, "Graphs"),
     ],
     ids=["unknown-operator", "unknown-param", "unknown-field", "missing-conversion", "unknown-conversion",
-         "keyword-query-without-keywords", "param-outside-params"],
+         "keyword-query-without-keywords", "param-outside-params", "unknown-group"],
 )
 def test_invalid_spec_files_name_the_file(tmp_path: Path, kwargs: dict[str, str], needle: str) -> None:
     path = write_spec(tmp_path, "broken.yaml", **kwargs)

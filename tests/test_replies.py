@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from unirag.eval.judge_parse import parse_pairwise, parse_scores
+from unirag.eval.judge.parse import parse_pairwise, parse_scores
 from unirag.graph.parse import clean_name
 from unirag.text.replies import (
     _bare_word,

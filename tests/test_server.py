@@ -154,13 +154,14 @@ def test_communities_are_paged_with_levels(client: httpx.Client) -> None:
 
 
 def test_methods_come_grouped_in_the_readme_order(client: httpx.Client) -> None:
-    from unirag.methods.spec import builtin_methods
-    from unirag.server.method_groups import METHOD_GROUPS
+    from unirag.methods.spec import METHOD_GROUPS, builtin_methods
 
     listed = client.get("/methods").json()
-    grouped = [name for _, names in METHOD_GROUPS for name in names]
-    assert sorted(grouped) == sorted(builtin_methods()) and len(set(grouped)) == len(grouped)  # each once
+    specs = builtin_methods()
+    grouped = [name for group in METHOD_GROUPS for name in sorted(n for n, s in specs.items() if s.group == group)]
+    assert sorted(grouped) == sorted(specs) and len(set(grouped)) == len(grouped)  # each once
     assert [m["name"] for m in listed] == grouped and listed[0]["group"] == "No retrieval"
+    assert all(m["group"] == specs[m["name"]].group for m in listed)  # the group each spec names
 
 
 def test_graph_search_and_communities_of_shown_nodes(client: httpx.Client) -> None:

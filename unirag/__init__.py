@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: Public name -> (module, attribute), imported on first access.
+#: Public name -> (module, attribute), imported on first access. Each public name is the
+#: class's own name, so ``repr()``, tracebacks and the docs call a value what users import.
 _EXPORTS: dict[str, tuple[str, str]] = {
     "UniRAG": ("unirag.api", "UniRAG"),
     "Settings": ("unirag.config", "Settings"),
@@ -25,9 +26,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "MethodInfo": ("unirag.api_types", "MethodInfo"),
     "QueryResult": ("unirag.methods.runner", "QueryResult"),
     "ContextItem": ("unirag.operators.context", "ContextItem"),
-    "Usage": ("unirag.llm.base", "StageUsage"),
-    "IndexResult": ("unirag.pipeline", "IndexReport"),
-    "DeleteResult": ("unirag.pipeline", "DeleteReport"),
+    "StageUsage": ("unirag.llm.base", "StageUsage"),
+    "IndexReport": ("unirag.pipeline", "IndexReport"),
+    "DeleteReport": ("unirag.pipeline", "DeleteReport"),
     "UniragError": ("unirag.errors", "UniragError"),
     "QuestionError": ("unirag.errors", "QuestionError"),
 }
@@ -39,11 +40,10 @@ if TYPE_CHECKING:
     from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, QueryEvent
     from unirag.config import Settings
     from unirag.errors import QuestionError, UniragError
-    from unirag.llm.base import StageUsage as Usage
+    from unirag.llm.base import StageUsage
     from unirag.methods.runner import QueryResult
     from unirag.operators.context import ContextItem
-    from unirag.pipeline import DeleteReport as DeleteResult
-    from unirag.pipeline import IndexReport as IndexResult
+    from unirag.pipeline import DeleteReport, IndexReport
 
 
 def __getattr__(name: str) -> Any:

@@ -4,8 +4,8 @@ Every type has ``to_json()``, the same JSON the CLI prints with ``--json``, so a
 server answers with it as is. The results of the layers below are reused, not
 copied: :class:`~unirag.methods.runner.QueryResult`,
 :class:`~unirag.operators.context.ContextItem`, usage as
-:class:`~unirag.llm.base.StageUsage` (``Usage``), index and delete reports
-(``IndexResult``, ``DeleteResult``) from :mod:`unirag.pipeline`.
+:class:`~unirag.llm.base.StageUsage`, index and delete reports
+(:class:`~unirag.pipeline.IndexReport`, :class:`~unirag.pipeline.DeleteReport`).
 
 A streamed query yields :data:`QueryEvent` values: any number of
 :class:`AnswerDelta` (the answer's text in generation order), then exactly one
@@ -83,14 +83,15 @@ class MethodInfo:
     pipeline: str = ""
     generation: str = "direct"
     requires: list[str] = field(default_factory=list)
+    group: str = "Other"  # unirag.methods.spec.OTHER_GROUP: the spec names no group
 
     @classmethod
     def from_spec(cls, spec: MethodSpec) -> MethodInfo:
         data = spec.to_json()
         return cls(spec.name, spec.title, spec.description, spec.source, list(spec.aliases), data["pipeline"],
-                   spec.generation.mode, list(data["requires"]))
+                   spec.generation.mode, list(data["requires"]), spec.group)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "description": self.description, "source": self.source,
                 "aliases": self.aliases, "pipeline": self.pipeline, "generation": self.generation,
-                "requires": self.requires}
+                "requires": self.requires, "group": self.group}

@@ -739,7 +739,7 @@ def evaluate(
     rows, a summary table and plots (and, with --judge, LLM-judge verdicts, win
     rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
     from unirag.eval.datasets import load_dataset
-    from unirag.eval.judging import JUDGE_MODES
+    from unirag.eval.judge.eval_run import JUDGE_MODES
     from unirag.eval.report import write_report
     from unirag.eval.runner import EvalPlan, answer_all, prepare_workspace, run_rows
     from unirag.methods.spec import builtin_methods, resolve_method
@@ -788,7 +788,7 @@ def evaluate(
         latest = run_rows(out, set(wanted), {q.id for q in data.questions})
         judged: dict[str, Any] = {}
         if judge_modes:
-            from unirag.eval.judging import judge_answers
+            from unirag.eval.judge.eval_run import judge_answers
 
             judged = judge_answers(settings, ws.cache(), latest, judge_modes, out, wanted, base_url=judge_llm,
                                    model=judge_model, replicates=replicates, progress=progress, warn=_warn)
@@ -822,7 +822,7 @@ def abstract_questions(
 ) -> None:
     """Write K x N x M abstract (sensemaking) questions about the workspace's corpus
     (GraphRAG Algorithm 1) as a dataset 'unirag eval --judge' can run on."""
-    from unirag.eval.questions import generate_questions, sample_texts
+    from unirag.eval.judge.questions import generate_questions, sample_texts
     from unirag.workspace import Workspace
 
     settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)

@@ -1,1 +1,2 @@
-"""Evaluation: benchmark datasets, metrics, LLM judge and reports."""
+"""Evaluation: benchmark datasets, the eval runner, metrics, the LLM judge (:mod:`unirag.eval.judge`),
+token-budget sweeps and reports."""

@@ -1,1 +1,2 @@
-"""Generation: prompts (versioned files) and generation modes."""
+"""Generation: the answer modes (direct, map-reduce, adaptive filtering) that turn the
+retrieved context into the last model call of a query."""

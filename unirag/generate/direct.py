@@ -48,8 +48,3 @@ def plan_direct(state: QueryState, prompt: str, use_context: bool = True) -> Ans
         fields["context"] = fitted_context(state, template, settings.chat.max_tokens)
     return AnswerPlan(state.request(template, "query.generate", max_tokens=settings.chat.max_tokens,
                                     temperature=settings.chat.temperature, **fields))
-
-
-def generate_direct(state: QueryState, prompt: str, use_context: bool = True) -> tuple[str, str]:
-    """Returns (answer, raw model output)."""
-    return plan_direct(state, prompt, use_context).complete(state.models.chat)

@@ -1,7 +1,8 @@
 """LLM extraction: one prompt per chunk (or per group of short passages).
 
-Prompt economy (measured frameworks spend 1,800-2,000 prompt tokens per chunk
-on instructions): our prompt's own text stays under 600 tokens; short
+Prompt economy (instructions are paid again on every chunk, so other
+frameworks' long ones dominate the prompt): our prompt's own text stays under
+600 tokens; short
 pre-split passages share a call, each item naming its passage so provenance
 survives; a gleaning pass sends the passages and the names already found,
 never the whole previous exchange (GraphRAG appendix A.2).
@@ -37,7 +38,7 @@ _CLAIMS_FIELDS = ', "claims": [{"passage", "subject", "object", "type", "status"
 def ground(extraction: ChunkExtraction, text: str) -> None:
     """Drop entities whose name does not occur in the passage, and relations touching them.
 
-    Measured on the embedded SmolLM2-135M: most replies copy the prompt's own
+    Small models (the embedded SmolLM2-135M most of all) copy the prompt's own
     example (Marie Curie, Warsaw) into every chunk; a name must appear in the
     text (after normalisation) to enter the graph.
     """

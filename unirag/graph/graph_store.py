@@ -374,8 +374,8 @@ class GraphStore:
 
         ``stored``: the tree as :meth:`load_tree` read it before this build (an update knows it):
         then only new or changed nodes are written and gone ones deleted -- an insert of 1 % of a
-        corpus changes a few hundred of thousands of nodes, and rewriting them all was ~100 MB
-        through the write-ahead log."""
+        corpus changes a few hundred of thousands of nodes, and rewriting them all would push the
+        whole tree through the write-ahead log."""
         now = [(nid, layer, text, children, np.asarray(vec, dtype=np.float32).tobytes())
                for nid, layer, text, children, vec in nodes]
         with self.db:

@@ -2,8 +2,8 @@
 
 umap-learn compiles about a hundred numba functions on first use and asks numba
 to cache none of them, so every process that runs UMAP (the RAPTOR tree, LeanRAG
-with ``reducer="umap"``) paid ~11 CPU-s of compilation before its first
-reduction, ~0.4 s after. numba can cache a function compiled without
+with ``reducer="umap"``) paid seconds of compilation before its first
+reduction, far more than the reduction itself. numba can cache a function compiled without
 ``cache=True`` as well: :meth:`Dispatcher.enable_caching` is what that flag
 calls. numba then writes the machine code next to umap's sources (its
 ``__pycache__``) or, where that is read-only, in its per-user cache directory;

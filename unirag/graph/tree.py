@@ -45,10 +45,10 @@ Decisions worth knowing (each one documented where it is implemented):
   tree; so does a layer where no cluster has two nodes. One or two leaves
   (below the default ``min_layer_size`` of 3) yield just the leaves.
 * ``reducer="pca"`` swaps UMAP for PCA (deterministic, no numba JIT). UMAP is
-  the default because RAPTOR uses it; its first call in a process compiled
-  numba kernels for ~11 CPU-s every time, because umap-learn does not ask
-  numba to cache them; :func:`unirag.graph.jit_cache.cached_umap` turns
-  numba's on-disk cache on for them, so only the first process ever pays.
+  the default because RAPTOR uses it; its first call in a process compiles
+  numba kernels, which umap-learn does not ask numba to cache;
+  :func:`unirag.graph.jit_cache.cached_umap` turns numba's on-disk cache on
+  for them, so only the first process ever pays.
 * **Small layers over-split with GMM.** BIC with full covariances rewards
   components of a handful of points in 10-d (their near-singular covariances
   have huge likelihoods), so on a few dozen nodes RAPTOR's GMM finds pure but
@@ -355,9 +355,8 @@ def cluster_layer(
     clusters: set[Cluster] = set()
     # GMM works on tiny matrices (10-d after reduction), and small layers are
     # small matrices too: there, threaded BLAS/OpenMP only adds start-up and
-    # synchronisation (measured on 2 cores: a 10x10 triangular solve ~250x and
-    # a 40x10 K-means fit ~6x slower with 2 threads than with 1). One thread
-    # also makes the floating-point results independent of the core count.
+    # synchronisation, so it is slower than one thread. One thread also makes
+    # the floating-point results independent of the core count.
     # Only K-means on a big layer (raw embeddings of many chunks) gets threads.
     # The limit only reaches libraries already loaded, hence the imports first.
     single_thread = config.method == "gmm" or vectors.size < PARALLEL_MIN_VALUES

@@ -561,8 +561,8 @@ def community_quality(vectors: np.ndarray, labels: np.ndarray) -> dict[str, Any]
 
 def quality_and_cosines(vectors: np.ndarray, labels: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
     """:func:`community_quality` and each node's cosine to its cluster's centroid (eq. 5; 0 where
-    a vector is zero), from one float64 copy of the vectors and one set of centroids (a level of
-    tens of thousands of nodes: computing them twice was ~0.2 s of every update's level)."""
+    a vector is zero), from one float64 copy of the vectors and one set of centroids (a level can
+    hold tens of thousands of nodes, and every update computes both)."""
     x = np.asarray(vectors, dtype=np.float64)
     labels = canonical_labels(labels)
     n = len(labels)

@@ -2,8 +2,8 @@
 
 Imported only by ``unirag.index.chnsw`` when an index is built or searched, so importing
 ``unirag`` never loads numba. Every kernel is ``cache=True``: the first call in a fresh
-checkout compiles (12-35 s on a busy 2-core machine), later processes load machine code from
-``__pycache__`` (about 1 s). Public kernels release the GIL, so threads can search at once.
+checkout compiles (tens of seconds), later processes load machine code from ``__pycache__``
+(a second or so). Public kernels release the GIL, so threads can search at once.
 
 Layout shared by all kernels (one flat numbering over all layers, so one array per field):
 

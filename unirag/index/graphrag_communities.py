@@ -368,8 +368,7 @@ def updated_leiden(
     C0-C2), so the levels, and what ``ggraphrag-c3`` reads, depended on the order
     documents arrived. The rule: the depth is the full build's, found by running
     :func:`hierarchical_leiden` on the current graph (the full build's clustering, not
-    its reports: 0.1 s on 300 passages, ~9 s on 20k entities and 58k relations on two
-    busy cores, next to one model call per changed community).
+    its reports: cheap next to one model call per changed community).
     The carried hierarchy is cut to that depth; where carrying cannot reach it
     (no carried leaf is big enough to split, so a full build's rule adds no level
     either), the update takes the full build's clustering instead, and reports of

@@ -23,11 +23,9 @@ from unirag.workspace import atomic_path, atomic_write_bytes
 TIE_MARGIN = 8  # rows fetched past k so that equal scores at the k-th place are ordered by id
 # A row whose vector moved by at most this much (1 - cosine) keeps its place in the graph and
 # gets the new vector: derived vectors (HyGRAG's propagated embeddings) shift slightly for
-# thousands of rows after a small change, and relinking them would cost a rebuild. Measured on
-# 2Wiki's HyGRAG node vectors after inserting 1 % (1,498 rows moved by more than 1e-3, 594 by
-# more than 0.05): recall@10 of the moved rows 0.9877 at 1e-3, 0.9887 at 0.05 (a whole build:
-# 0.9903), of 2,000 random rows 0.9795 and 0.9793 (0.9808), of 2,000 passage vectors as queries
-# 0.8160 and 0.8155 (0.8150); the update's CPU 2.07 -> 1.27 s.
+# thousands of rows after a small change, and relinking them would cost a rebuild. Keeping
+# links for moves up to 0.05 leaves recall@10 where a whole build has it and saves most of the
+# relinking (the numbers: README, Performance, "Measurements behind code decisions").
 RELINK_TOLERANCE = 0.05
 
 

@@ -9,10 +9,9 @@ int8 per output column (the packaged per-column scales, so the weights come back
 almost exactly) with activations quantised per batch at run time. The embedding
 tables keep their packaged form (they are looked up, not multiplied).
 
-Measured on a 2-core AMD EPYC with AVX-512 VNNI (README, "Offline speed"):
-about twice the texts per CPU-second; cosine to the default vectors 0.99 on
-average. Per-batch activation scales make a vector depend slightly on the texts
-embedded with it (cosine >= 0.98), which the default graph does not.
+It embeds faster on CPUs with int8 dot products (VNNI) at a small cost in
+fidelity (README, "Offline speed"). Per-batch activation scales make a vector
+depend slightly on the texts embedded with it, which the default graph does not.
 
 Where the derived graph lives: it is built once, from the installed package,
 into the user's cache directory (``$XDG_CACHE_HOME/unirag`` or
@@ -53,7 +52,7 @@ def user_cache_dir() -> Path:
 def cached_graph_name(source: Path) -> str:
     """File name of the graph derived from ``source`` by this recipe and these library versions."""
     with source.open("rb") as handle:
-        digest = hashlib.file_digest(handle, "sha256")  # 23 MB: about 0.07 CPU s
+        digest = hashlib.file_digest(handle, "sha256")  # cheap next to loading the model
     for part in (RECIPE_VERSION, _version("onnx"), _version("onnxruntime")):
         digest.update(b"\0" + part.encode())
     return f"minilm-int8-kernels-{digest.hexdigest()[:20]}.onnx"
@@ -101,16 +100,16 @@ def build_int8_kernel_graph(source: Path, target: Path) -> None:
     restored = restore_float_matmul_weights(model, onnx.numpy_helper)
     if not restored:
         raise UniragError(f"{source} holds no int8 MatMul weights in the expected form; cannot build int8 kernels")
-    # ``quant_pre_process`` was measured here: same speed and vectors, but it expands the
-    # embedding tables to float32 (file 23 -> 59 MB). Without this mark ORT suggests it by
+    # No ``quant_pre_process``: it gives the same speed and vectors but expands the
+    # embedding tables to float32 (a file more than twice as large). Without this mark ORT suggests it by
     # calling ``logging.warning`` on the root logger, which also configures logging process-wide.
     onnx.helper.set_model_props(model, {"onnx.quant.pre_process": "onnxruntime.quant"})
     with tempfile.TemporaryDirectory(prefix="unirag-minilm-int8-") as scratch_dir:
         float_graph = Path(scratch_dir) / "float-matmuls.onnx"
         onnx.save(model, str(float_graph))
         # Per column, signed, full range: VNNI multiplies u8 activations by s8 weights
-        # without the saturation that ``reduce_range`` guards against on older CPUs
-        # (measured: reduce_range and per-tensor scales only lose accuracy here).
+        # without the saturation that ``reduce_range`` guards against on older CPUs, so
+        # reduce_range (and per-tensor scales) would only lose accuracy here.
         quantization.quantize_dynamic(
             float_graph, target, op_types_to_quantize=["MatMul"], per_channel=True, reduce_range=False,
             weight_type=quantization.QuantType.QInt8,

@@ -10,13 +10,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from unirag.errors import MethodError
 
 SPEC_DIR = Path(__file__).parent / "specs"
 #: What a method's direct-generation or stop prompt is filled with.
 PROMPT_FIELDS = frozenset({"question", "context"})
+#: The families a person browses methods by (the web page's picker), in the README's order.
+#: A spec's ``group`` names one; a group is how methods are shown, never how they run.
+METHOD_GROUPS: tuple[str, ...] = (
+    "No retrieval",
+    "Passages",
+    "Entity graph",
+    "GraphRAG communities",
+    "LightRAG",
+    "Trees and passage graphs",
+    "ArchRAG",
+    "HyGRAG and LeanRAG",
+    "HippoRAG 2 and LinearRAG",
+)
+#: The group of a spec that names none (a user's own spec file); listed after the others.
+OTHER_GROUP = "Other"
 
 
 class OperatorCall(BaseModel):
@@ -79,12 +94,20 @@ class MethodSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     title: str
+    group: str = Field(default=OTHER_GROUP, description="the family it is listed under: one of METHOD_GROUPS")
     aliases: list[str] = Field(default_factory=list)
     description: str
     source: str = Field(description="where the method is defined (paper, section)")
     question: list[str] = Field(default_factory=list, description="question conversions")
     operators: list[OperatorCall | RepeatBlock] = Field(default_factory=list)
     generation: GenerationSpec = GenerationSpec()
+
+    @field_validator("group")
+    @classmethod
+    def _known_group(cls, group: str) -> str:
+        if group not in (*METHOD_GROUPS, OTHER_GROUP):
+            raise ValueError(f"{group!r} is not a method group (known: {', '.join((*METHOD_GROUPS, OTHER_GROUP))})")
+        return group
 
     def calls(self) -> list[OperatorCall]:
         """Every operator call, those inside ``repeat`` blocks included, in order."""
@@ -202,6 +225,13 @@ def _prompt_paths_from(spec: MethodSpec, folder: Path) -> MethodSpec:
         if isinstance(step, RepeatBlock) and step.repeat.until:
             step.repeat.until = anchored(step.repeat.until)
     return spec
+
+
+def group_order(group: str, name: str) -> tuple[int, str]:
+    """Sort key of a method in a grouped listing: its group in :data:`METHOD_GROUPS` order
+    (:data:`OTHER_GROUP` last), then its name."""
+    rank = METHOD_GROUPS.index(group) if group in METHOD_GROUPS else len(METHOD_GROUPS)
+    return rank, name
 
 
 @lru_cache(maxsize=1)

@@ -14,8 +14,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from unirag.api_types import QueryEvent
+from unirag.methods.spec import group_order
 from unirag.server.deps import server_state
-from unirag.server.method_groups import grouped
 from unirag.server.sse import SSE_HEADERS, framed, sse_frame, started
 from unirag.server.state import ServerState
 
@@ -71,6 +71,6 @@ async def query_stream(body: QueryRequest, state: State) -> StreamingResponse:
                              headers=SSE_HEADERS)
 
 
-@router.get("/methods", summary="Every method a query can name, with its group, in the README's order")
+@router.get("/methods", summary="Every method a query can name, with its group, in group order")
 async def methods(state: State) -> list[dict[str, Any]]:
-    return grouped([info.to_json() for info in state.rag.methods()])
+    return [info.to_json() for info in sorted(state.rag.methods(), key=lambda m: group_order(m.group, m.name))]

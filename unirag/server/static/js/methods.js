@@ -1,4 +1,4 @@
-// The shipped methods as GET /methods lists them (in the README's order, each with its group),
+// The shipped methods as GET /methods lists them (by group, each with its group from its spec),
 // loaded once per page and offered as a grouped picker.
 
 import { getJSON } from "./api.js";

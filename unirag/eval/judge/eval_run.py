@@ -23,6 +23,18 @@ from typing import Any
 
 import numpy as np
 
+from unirag.errors import ConfigError
+from unirag.eval.judge.aggregate import (
+    judgement_counts,
+    mean_scores,
+    position_bias,
+    unparsed_counts,
+    win_rate_matrices,
+)
+from unirag.eval.judge.asking import JudgeConfig, judge_pairs, score_absolute
+from unirag.eval.judge.claims import AnswerClaims, ClaimItem, claim_summary, extract_claims
+from unirag.eval.judge.shared import append_rows
+from unirag.eval.judge.verdicts import PairItem, PairVerdict, ScoreItem, ScoreVerdict, read_records
 from unirag.llm.base import ChatModel
 from unirag.progress import Progress
 
@@ -35,8 +47,6 @@ def _answered(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _pair_items(rows: Sequence[dict[str, Any]]) -> list[Any]:
-    from unirag.eval.judge import PairItem
-
     by_question: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_question.setdefault(row["question_id"], []).append(row)
@@ -52,21 +62,9 @@ def ask_judge(
     concurrency: int, progress: Progress, context_window: int,
 ) -> int:
     """Run the judgments ``judge.jsonl`` lacks; returns how many records were added."""
-    from unirag.eval.judge import (
-        ClaimItem,
-        JudgeConfig,
-        ScoreItem,
-        append_rows,
-        extract_claims,
-        judge_pairs,
-        read_records,
-        score_absolute,
-    )
 
     unknown = sorted(set(modes) - set(JUDGE_MODES))
     if unknown:
-        from unirag.errors import ConfigError
-
         raise ConfigError(f"unknown judge mode {', '.join(unknown)} (known: {', '.join(JUDGE_MODES)})")
     path = out / JUDGE_FILE
     records, _ = read_records(path)
@@ -116,18 +114,6 @@ def _finite(value: float) -> float | None:
 def judge_report(out: Path, methods: Sequence[str]) -> dict[str, Any]:
     """Aggregate ``judge.jsonl``: win-rate matrices and heat maps, mean scores, claim
     figures, and per-method columns for the summary table."""
-    from unirag.eval.judge import (
-        AnswerClaims,
-        PairVerdict,
-        ScoreVerdict,
-        claim_summary,
-        judgement_counts,
-        mean_scores,
-        position_bias,
-        read_records,
-        unparsed_counts,
-        win_rate_matrices,
-    )
     from unirag.eval.report import plot_win_rates
 
     records, unreadable = read_records(out / JUDGE_FILE)

@@ -27,8 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from unirag.eval.judge_base import clip, make_key, require_chat
-from unirag.eval.judge_parse import parse_list
+from unirag.eval.judge.shared import clip, make_key, require_chat
+from unirag.eval.judge.parse import parse_list
 from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatModel
 from unirag.llm.batch import complete_all

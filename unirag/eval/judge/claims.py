@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from unirag.errors import import_optional
-from unirag.eval.judge_base import clip, make_key, pending, require_chat
-from unirag.eval.judge_parse import parse_list
+from unirag.eval.judge.shared import clip, make_key, pending, require_chat
+from unirag.eval.judge.parse import parse_list
 from unirag.prompts.prompt import load_prompt
 from unirag.llm.base import ChatModel
 from unirag.llm.batch import complete_all

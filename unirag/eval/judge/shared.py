@@ -1,4 +1,4 @@
-"""What the judge modules share: stable keys, JSONL rows, token clipping, the chat check.
+"""What every judge task shares: stable keys, JSONL rows, token clipping, the chat check.
 
 Judging is resumable: the eval runner appends every finished judgment to a
 JSONL file and, on a rerun, skips the requests whose key is already there.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from unirag.errors import ConfigError
-from unirag.eval.jsonl import end_cut_line, read_rows  # noqa: F401 — read_rows re-exported for the judge's callers
+from unirag.eval.jsonl import end_cut_line
 from unirag.generate.direct import MARGIN
 from unirag.llm.base import ChatModel
 from unirag.text.tokenizer import Tokenizer
