@@ -81,6 +81,11 @@ class ChatSettings(_ModelEndpoint):
     timeout: float = Field(120.0, gt=0)
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(512, gt=0)
+    # Seconds one reply of the embedded model may take (UNIRAG_CHAT_EMBEDDED_TIME_LIMIT);
+    # the text so far is kept. 60: the demo question's answer takes ~10 s on 2 idle cores
+    # (bench/offline_answer.py), so this leaves room for a busy machine while no reply can
+    # hold a CPU for minutes. Remote models have ``timeout`` instead.
+    embedded_time_limit: float = Field(60.0, gt=0)
     json_mode: Literal["auto", "on", "off"] = "auto"
     context_window: int = Field(8000, gt=256)
     # Our budgets count tokens with chunking.encoding (cl100k); a model's own tokenizer can

@@ -33,9 +33,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Finish reasons this module gives (``ChatResponse.finish_reason``), besides ``stop``.
-REPETITION = "repetition"
-INVENTED_CONTEXT = "invented_context"
+from unirag.llm.base import INVENTED_CONTEXT, REPETITION
+
+__all__ = ["INVENTED_CONTEXT", "REPETITION", "Degeneration", "DegenerationGuard", "find_degeneration"]
 
 #: Chat-template markers: seen as text, the model is writing a new turn itself.
 TURN_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
