@@ -576,6 +576,7 @@ chat:
   # api_key: ${OPENAI_API_KEY}
   temperature: 0.0
   max_tokens: 512
+  embedded_time_limit: 60   # seconds per reply of the embedded model; the text so far is kept
   json_mode: auto
   context_window: 8000
   count_margin: 0.1   # share of the window kept free: the model's tokenizer may count more than ours
