@@ -113,3 +113,28 @@ def test_guard_stops_on_repetition_and_keeps_the_first_copy() -> None:
     assert guard.text == "Rome.\nIt is old."
     assert shown.startswith(guard.text)  # the stream may have shown the second copy already
     assert guard.feed("more")[0] == ""  # nothing after the stop
+
+
+@pytest.mark.parametrize("reply", [
+    "Kabir" + "!" * 40,
+    "The Nile. " + "the river flows north to the sea and then " * 3,
+    "Rome.\nIt is old.\nIt is old.\nIt is old.\n",
+    "Kabir was a mystic poet.\n\n[5] (chunk: kabir)\nKabir was born",
+    "Varanasi.\nQuestion: Where was Kabir born?",
+    "Varanasi.<|im_end|>",
+    "An ordinary answer, with [1] a citation.",
+])
+def test_reading_a_reply_piece_by_piece_finds_what_reading_it_whole_finds(reply: str) -> None:
+    whole = find_degeneration(reply)
+    for size in (1, 3, 7):
+        guard = DegenerationGuard()
+        found = None
+        for at in range(0, len(reply), size):
+            _, found = guard.feed(reply[at:at + size])
+            if found is not None:
+                break
+        if whole is None:
+            assert found is None and guard.text == reply
+        else:
+            assert found is not None and found.reason == whole.reason
+            assert guard.text == reply[: whole.keep].rstrip(), size

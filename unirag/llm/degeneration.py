@@ -63,63 +63,103 @@ class Degeneration:
 
 
 def find_degeneration(text: str, repetition: bool = True) -> Degeneration | None:
-    """The earliest point where ``text`` stops being an answer, or None.
+    """The earliest point where ``text`` (a whole reply) stops being an answer, or None.
 
     ``repetition=False`` looks for stop strings and invented context only (JSON replies).
     """
-    found: list[Degeneration] = []
-    for marker in TURN_MARKERS:
-        at = text.find(marker)
-        if at >= 0:
-            found.append(Degeneration("stop", at))
-    if (match := _TURN_LINE.search(text)) is not None and match.start() > 0:
-        found.append(Degeneration("stop", match.start()))  # at 0 the reply itself is odd, not a new turn
-    if (match := _HEADER.search(text)) is not None:
-        found.append(Degeneration(INVENTED_CONTEXT, match.start()))
-    if repetition:
-        for at in (_repeated_line(text), _repeated_ngram(text), _repeated_unit(text)):
-            if at is not None:
-                found.append(Degeneration(REPETITION, at))
-    return min(found, key=lambda d: d.keep) if found else None
+    scanner = _Scanner(repetition)
+    return scanner.feed(text) or scanner.close()
 
 
-def _repeated_line(text: str) -> int | None:
-    """Start of the second copy of a line that appears three times (lines with a word in them)."""
-    seen: dict[str, list[int]] = {}
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        key = line.strip()
-        if re.search(r"\w\w", key):
-            starts = seen.setdefault(key, [])
-            starts.append(offset)
-            if len(starts) == 3:
-                return starts[1]
-        offset += len(line)
-    return None
+class _Scanner:
+    """The checks of :func:`find_degeneration`, run on a growing reply: each chunk is read
+    once (a reply of 512 tokens is checked 512 times; re-reading it whole each time
+    cost seconds of CPU that the model, on the same two cores, needed)."""
 
+    def __init__(self, repetition: bool) -> None:
+        self.text = ""
+        self._repetition = repetition
+        self._marker_from = 0  # markers were looked for before this offset
+        self._line_start = 0  # start of the first line not yet counted
+        self._lines: dict[str, list[int]] = {}
+        self._word_end = 0  # words were split up to this offset
+        self._words: list[tuple[str, int]] = []
+        self._ngrams: dict[tuple[str, ...], list[int]] = {}
+        self._next_ngram = 0  # index of the first word whose n-gram is not yet counted
 
-def _repeated_ngram(text: str) -> int | None:
-    """Start of the second copy of the first run of :data:`NGRAM_WORDS` words seen three times."""
-    words = [(m.group(), m.start()) for m in _WORDS.finditer(text)]
-    seen: dict[tuple[str, ...], list[int]] = {}
-    best: int | None = None
-    for i in range(len(words) - NGRAM_WORDS + 1):
-        key = tuple(w for w, _ in words[i:i + NGRAM_WORDS])
-        starts = seen.setdefault(key, [])
-        # Overlapping copies ("a a a a ...") count once per NGRAM_WORDS words.
-        if starts and i - starts[-1] < NGRAM_WORDS:
-            continue
-        starts.append(i)
-        if len(starts) >= 3:
-            second = words[starts[1]][1]
-            best = second if best is None else min(best, second)
-    return best
+    def feed(self, chunk: str) -> Degeneration | None:
+        self.text += chunk
+        return self._scan(len(chunk), final=False)
 
+    def close(self) -> Degeneration | None:
+        """Count the last line and word too (the reply ended without a newline)."""
+        return self._scan(0, final=True)
 
-def _repeated_unit(text: str) -> int | None:
-    """End of the first copy of a short unit repeated :data:`UNIT_REPEATS` times back to back."""
-    match = _UNIT_RUN.search(text)
-    return match.start() + len(match.group(1)) if match else None
+    def _scan(self, new: int, final: bool) -> Degeneration | None:
+        text = self.text
+        found: list[Degeneration] = []
+        since = max(0, self._marker_from - max(map(len, TURN_MARKERS)))
+        for marker in TURN_MARKERS:
+            if (at := text.find(marker, since)) >= 0:
+                found.append(Degeneration("stop", at))
+        line = text.rfind("\n", 0, self._marker_from) + 1  # the line the new text continues
+        if (match := _TURN_LINE.search(text, line)) is not None and match.start() > 0:
+            found.append(Degeneration("stop", match.start()))  # at 0 the reply itself is odd, not a new turn
+        if (match := _HEADER.search(text, line)) is not None:
+            found.append(Degeneration(INVENTED_CONTEXT, match.start()))
+        self._marker_from = len(text)
+        if self._repetition:
+            for at in (self._repeated_line(final), self._repeated_ngram(final), self._repeated_unit(new)):
+                if at is not None:
+                    found.append(Degeneration(REPETITION, at))
+        return min(found, key=lambda d: d.keep) if found else None
+
+    def _repeated_line(self, final: bool) -> int | None:
+        """Start of the second copy of a line that appears three times (lines with a word in them)."""
+        best: int | None = None
+        text = self.text
+        while self._line_start < len(text):
+            end = text.find("\n", self._line_start)
+            if end < 0:
+                if not final:
+                    break
+                end = len(text)
+            key = text[self._line_start:end].strip()
+            if re.search(r"\w\w", key):
+                starts = self._lines.setdefault(key, [])
+                starts.append(self._line_start)
+                if len(starts) == 3:
+                    best = starts[1] if best is None else min(best, starts[1])
+            self._line_start = end + 1
+        return best
+
+    def _repeated_ngram(self, final: bool) -> int | None:
+        """Start of the second copy of a run of :data:`NGRAM_WORDS` words seen three times."""
+        text = self.text
+        end = len(text) if final else max(text.rfind(" "), text.rfind("\n"), text.rfind("\t")) + 1
+        if end > self._word_end:
+            self._words += [(m.group(), m.start()) for m in _WORDS.finditer(text, self._word_end, end)]
+            self._word_end = end
+        words, best = self._words, None
+        while self._next_ngram + NGRAM_WORDS <= len(words):
+            i = self._next_ngram
+            self._next_ngram += 1
+            starts = self._ngrams.setdefault(tuple(w for w, _ in words[i:i + NGRAM_WORDS]), [])
+            if starts and i - starts[-1] < NGRAM_WORDS:  # overlapping copies ("a a a a") count once
+                continue
+            starts.append(i)
+            if len(starts) >= 3:
+                second = words[starts[1]][1]
+                best = second if best is None else min(best, second)
+        return best
+
+    def _repeated_unit(self, new: int) -> int | None:
+        """End of the first copy of a short unit repeated :data:`UNIT_REPEATS` times back to back.
+        Only a run that reaches its count with the new text is new: it ends in the last
+        ``new`` characters and is at most 12 x :data:`UNIT_REPEATS` long."""
+        since = max(0, len(self.text) - new - 12 * (UNIT_REPEATS + 1)) if new else 0
+        match = _UNIT_RUN.search(self.text, since)
+        return match.start() + len(match.group(1)) if match else None
 
 
 def _could_become_marker(tail: str) -> bool:
@@ -146,7 +186,7 @@ class DegenerationGuard:
     """
 
     def __init__(self, repetition: bool = True) -> None:
-        self._repetition = repetition
+        self._scanner = _Scanner(repetition)
         self._raw = ""
         self._shown = 0
         self.stopped: Degeneration | None = None
@@ -162,7 +202,7 @@ class DegenerationGuard:
         if self.stopped is not None:
             return "", self.stopped
         self._raw += chunk
-        found = find_degeneration(self._raw, self._repetition)
+        found = self._scanner.feed(chunk)
         if found is not None:
             self.stopped = found
             return self._show(len(self.text)), found
