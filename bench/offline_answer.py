@@ -97,12 +97,16 @@ def main() -> None:
             assert reply is not None
             rows.append((label, question, seconds, last.seconds, reply.prompt_tokens, reply.completion_tokens,
                          reply.finish_reason, result.answer))
+            print(f"{label}: {seconds:.1f} s, {reply.finish_reason}, load {os.getloadavg()[0]:.2f}",
+                  file=sys.stderr, flush=True)
     load_end = os.getloadavg()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"
     print(f"offline answers, vanilla, {settings.chat.model} on {settings.chat.n_threads} threads; "
           f"chat.embedded_time_limit {settings.chat.embedded_time_limit:g} s; max_tokens {settings.chat.max_tokens}")
-    print(f"index: {report.documents_added} new documents, {report.chunks_added} chunks, {index_seconds:.1f} s")
+    indexed = report.to_json()
+    print(f"index: {indexed['documents_added']} new documents ({indexed['chunks_added']} chunks), "
+          f"{indexed['already_indexed']} already indexed, {index_seconds:.1f} s")
     print()
     print("| question | s (query) | s (generation) | prompt tokens | completion tokens | finish | answer |")
     print("|---|---:|---:|---:|---:|---|---|")

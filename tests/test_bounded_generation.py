@@ -233,7 +233,10 @@ def test_advice_for_max_tokens_is_unchanged(monkeypatch: pytest.MonkeyPatch, tmp
 # generation thread runs the model, so the test interrupts generation itself, not start-up
 # (loading the model, about a second, holds the GIL: Ctrl-C waits for it).
 _LAUNCHER = """
-import sys, threading, time
+import signal, sys, threading, time
+# As in a terminal's foreground process, even where this test runs in the background
+# (a shell starts background jobs with SIGINT ignored, and children inherit that).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 def generating():
     # The worker exists and is past loading the model (xllamacpp's load holds the GIL).
     frames = sys._current_frames()
