@@ -82,9 +82,10 @@ class ChatSettings(_ModelEndpoint):
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(512, gt=0)
     # Seconds one reply of the embedded model may take (UNIRAG_CHAT_EMBEDDED_TIME_LIMIT);
-    # the text so far is kept. 60: the demo question's answer takes ~10 s on 2 idle cores
-    # (bench/offline_answer.py), so this leaves room for a busy machine while no reply can
-    # hold a CPU for minutes. Remote models have ``timeout`` instead.
+    # the text so far is kept. 60: the demo question and ten HotpotQA questions took 3-36 s
+    # each on 2 cores shared with four other busy processes (bench/README.md), so this
+    # lets the demo finish on a busy machine while no reply holds the CPU for minutes
+    # (13 were seen). Remote models have ``timeout`` instead.
     embedded_time_limit: float = Field(60.0, gt=0)
     json_mode: Literal["auto", "on", "off"] = "auto"
     context_window: int = Field(8000, gt=256)
