@@ -82,11 +82,13 @@ def test_streamed_and_async_replies_are_sanitised(tmp_path: Path) -> None:
 
 
 class _StubLlama:
-    """Stands in for xllamacpp's server: answers one chat completion with a lone surrogate."""
+    """Stands in for xllamacpp's server: streams one chat completion with a lone surrogate."""
 
-    def handle_chat_completions(self, body: dict[str, Any], callback: Any = None) -> dict[str, Any]:
-        return {"choices": [{"message": {"content": BAD}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+    def handle_chat_completions(self, body: dict[str, Any], callback: Any = None) -> None:
+        assert body["stream"] and callback is not None  # the embedded backend always streams
+        callback({"choices": [{"delta": {"content": BAD}, "finish_reason": None}]})
+        callback({"choices": [{"delta": {}, "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 3, "completion_tokens": 4}})
 
 
 def test_embedded_reply_is_sanitised() -> None:

@@ -66,13 +66,25 @@ def _warn(message: str) -> None:
     _err(f"warning: {message}")
 
 
-def _warn_cut_replies(ledger: UsageLedger) -> None:
-    """Say when replies stopped at max_tokens or the window: what was read from them may be incomplete."""
-    cut = {stage: usage.cut_replies for stage, usage in sorted(ledger.stages.items()) if usage.cut_replies}
-    if cut:
-        where = ", ".join(f"{stage}: {count}" for stage, count in cut.items())
-        _warn(f"{sum(cut.values())} model replies were cut short at max_tokens or the context window ({where}); "
-              "raise chat.max_tokens or chat.context_window if answers look incomplete")
+def _warn_cut_replies(ledger: UsageLedger, time_limit: float | None = None) -> None:
+    """Say when replies were cut, with the advice that fits why: max_tokens or the window
+    (raise them), the embedded model's time limit (raise it), or its rambling (a bigger
+    max_tokens would only buy more of it: a real model is the fix)."""
+    limit = f" of {time_limit:g} s" if time_limit else ""
+    for field, what, advice in (
+        ("cut_replies", "were cut short at max_tokens or the context window",
+         "raise chat.max_tokens or chat.context_window if answers look incomplete"),
+        ("timed_out_replies", f"were cut at the embedded model's time limit{limit}",
+         "raise chat.embedded_time_limit (UNIRAG_CHAT_EMBEDDED_TIME_LIMIT) on a busy machine, "
+         "or point chat.base_url at a faster model"),
+        ("rambling_replies", "were stopped where the small offline model began to ramble "
+         "(repeating itself or inventing sources); the text before is kept",
+         "for real answers point chat.base_url at a real model"),
+    ):
+        cut = {stage: getattr(usage, field) for stage, usage in sorted(ledger.stages.items()) if getattr(usage, field)}
+        if cut:
+            where = ", ".join(f"{stage}: {count}" for stage, count in cut.items())
+            _warn(f"{sum(cut.values())} model replies {what} ({where}); {advice}")
     sanitised = sum(usage.sanitised_replies for usage in ledger.stages.values())
     if sanitised:
         _warn(f"{sanitised} model replies held invalid characters (lone surrogates), replaced by U+FFFD")
@@ -334,7 +346,7 @@ def index(
         )
     finally:
         ws.close()
-    _warn_cut_replies(report.ledger)
+    _warn_cut_replies(report.ledger, settings.chat.embedded_time_limit)
     data = {**report.to_json(), "chat_model": settings.chat.describe()}
     if as_json:
         print(json.dumps(data, indent=2))
@@ -446,7 +458,7 @@ def query(
         _err(f"brought what {spec.name} needs up to date first: "
              + "; ".join(f"{name} ({why})" for name, why in result.refreshed.items())
              + f" — {total.llm_calls} LLM calls ({total.cache_hits} cached), {total.embedding_calls} embedding calls")
-    _warn_cut_replies(result.ledger)
+    _warn_cut_replies(result.ledger, settings.chat.embedded_time_limit)
     for warning in result.warnings:
         _warn(warning)
     if as_json:

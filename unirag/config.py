@@ -81,6 +81,12 @@ class ChatSettings(_ModelEndpoint):
     timeout: float = Field(120.0, gt=0)
     temperature: float = Field(0.0, ge=0)
     max_tokens: int = Field(512, gt=0)
+    # Seconds one reply of the embedded model may take (UNIRAG_CHAT_EMBEDDED_TIME_LIMIT);
+    # the text so far is kept. 60: the demo question and ten HotpotQA questions took 3-36 s
+    # each on 2 cores shared with four other busy processes (bench/README.md), so this
+    # lets the demo finish on a busy machine while no reply holds the CPU for minutes
+    # (13 were seen). Remote models have ``timeout`` instead.
+    embedded_time_limit: float = Field(60.0, gt=0)
     json_mode: Literal["auto", "on", "off"] = "auto"
     context_window: int = Field(8000, gt=256)
     # Our budgets count tokens with chunking.encoding (cl100k); a model's own tokenizer can
@@ -579,6 +585,7 @@ chat:
   # api_key: ${OPENAI_API_KEY}
   temperature: 0.0
   max_tokens: 512
+  embedded_time_limit: 60   # seconds per reply of the embedded model; the text so far is kept
   json_mode: auto
   context_window: 8000
   count_margin: 0.1   # share of the window kept free: the model's tokenizer may count more than ours

@@ -23,7 +23,7 @@ from typing import Any
 from unirag.errors import RetryableLLMError
 from unirag.llm.base import AsyncChatModel, ChatEvent, ChatModel, ChatRequest, ChatResponse, UsageLedger
 from unirag.llm.cache import ResponseCache
-from unirag.llm.layers import ResumedStream, RetryBudget, RetryPolicy, charge
+from unirag.llm.layers import ResumedStream, RetryBudget, RetryPolicy, cacheable, charge
 from unirag.llm.streaming import stream_chat
 
 _END = object()  # marks the end of a threaded stream in its queue
@@ -141,7 +141,8 @@ class AsyncCachedChat:
         if hit is not None:
             return hit
         response = await self.inner.acomplete(request)
-        await asyncio.to_thread(self.cache.put_chat, key, self.name, request.stage, response.to_json())
+        if cacheable(response):
+            await asyncio.to_thread(self.cache.put_chat, key, self.name, request.stage, response.to_json())
         return response
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[ChatEvent]:
@@ -152,7 +153,7 @@ class AsyncCachedChat:
             yield hit
             return
         async for event in self.inner.astream(request):
-            if isinstance(event, ChatResponse):
+            if isinstance(event, ChatResponse) and cacheable(event):
                 await asyncio.to_thread(self.cache.put_chat, key, self.name, request.stage, event.to_json())
             yield event
 

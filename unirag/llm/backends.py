@@ -27,7 +27,7 @@ def backend_chat(settings: Settings) -> ChatModel:
         )
     from unirag.llm.embedded import EmbeddedChat
 
-    return EmbeddedChat(chat.model, chat.context_window, chat.n_threads)
+    return EmbeddedChat(chat.model, chat.context_window, chat.n_threads, chat.embedded_time_limit)
 
 
 def backend_embedder(settings: Settings) -> EmbeddingModel:

@@ -43,6 +43,14 @@ class ChatRequest:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+#: Finish reasons a backend gives when it ended a reply itself, not the model (the embedded
+#: backend, :mod:`unirag.llm.degeneration`): each has its own advice for the user.
+TIME_LIMIT = "time_limit"  # the generation time limit (``chat.embedded_time_limit``) passed
+REPETITION = "repetition"  # the model repeated itself
+INVENTED_CONTEXT = "invented_context"  # the model wrote context blocks of its own
+RAMBLING = frozenset({REPETITION, INVENTED_CONTEXT})
+
+
 @dataclass(frozen=True)
 class ChatResponse:
     text: str
@@ -157,6 +165,11 @@ class StageUsage:
     # Replies that ended at max_tokens or the context window (finish_reason "length"):
     # their text is cut short, so a points list or JSON reply may be incomplete.
     cut_replies: int = 0
+    # Replies the embedded backend ended at its time limit (finish_reason "time_limit").
+    timed_out_replies: int = 0
+    # Replies ended where the model started to ramble (finish_reason in RAMBLING): the
+    # text before is kept, and a larger max_tokens would not help.
+    rambling_replies: int = 0
     # Replies whose token counts are our tokenizer's estimate (the server streamed no usage).
     estimated_replies: int = 0
     # Replies with invalid code points (lone surrogates) that were replaced before use.

@@ -20,18 +20,22 @@ from __future__ import annotations
 import importlib.util
 import queue
 import threading
+import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from unirag.errors import LLMError, UniragError, import_optional
-from unirag.llm.base import ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, clean_model_text, normalise_rows
-from unirag.llm.streaming import ChunkAssembler
+from unirag.llm.base import TIME_LIMIT, ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.degeneration import DegenerationGuard
+from unirag.llm.streaming import ChunkAssembler, estimate_prompt_tokens, final_response
 
 _END = object()  # marks the end of a streamed reply in its queue
+_STARTED = object()  # the request holds the model: its time limit starts
 
 
 def _python_warning(message: str) -> None:
@@ -163,12 +167,40 @@ class EmbeddedEmbedder:
 
 
 class EmbeddedChat:
-    """SmolLM2-135M-Instruct served in-process by xllamacpp (one request at a time)."""
+    """SmolLM2-135M-Instruct served in-process by xllamacpp (one request at a time).
 
-    def __init__(self, name: str = "smollm2-135m-instruct", context_window: int = 8192, n_threads: int = 2) -> None:
+    Every reply, streamed or not, is generated the same bounded way
+    (:meth:`_generate`): llama.cpp streams it to a worker thread, which hands each
+    chunk over through a queue; the calling thread waits on that queue in short
+    steps. So the caller stays responsive (xllamacpp holds the calling thread in C,
+    where Ctrl-C is not seen until the whole reply is done: over 13 minutes were
+    measured under load) and the reply ends, keeping the text so far, when:
+
+    * ``time_limit`` seconds of generation have passed (finish reason
+      ``time_limit``; waiting for another request to finish does not count);
+    * :class:`~unirag.llm.degeneration.DegenerationGuard` sees the model start a
+      new turn (``stop``), invent context blocks (``invented_context``) or loop
+      (``repetition``);
+    * the caller stops reading (Ctrl-C, a closed stream).
+
+    Stopping is real, not just the caller giving up: xllamacpp's stream callback
+    returns True, xllamacpp drops the request and llama.cpp cancels its task (no
+    CPU is spent after it, measured). The callback runs at every token and, during
+    prompt processing, at every batch of ``PROMPT_BATCH`` tokens (``return_progress``).
+    """
+
+    #: Tokens of the prompt processed between two chances to stop. llama.cpp computes in
+    #: micro-batches of 512 anyway (``n_ubatch``), so this changes only how often it reports.
+    PROMPT_BATCH = 512
+    #: How often a waiting caller looks up (for Ctrl-C and the deadline), seconds.
+    POLL_SECONDS = 0.1
+
+    def __init__(self, name: str = "smollm2-135m-instruct", context_window: int = 8192, n_threads: int = 2,
+                 time_limit: float = 60.0) -> None:
         self.name = name
         self._n_ctx = min(context_window, 8192)
         self._n_threads = n_threads
+        self._time_limit = time_limit
         self._server: Any = None
         self._lock = threading.Lock()
 
@@ -180,6 +212,7 @@ class EmbeddedChat:
         params = xllamacpp.CommonParams()
         params.model.path = str(ggufs[0])
         params.n_ctx = self._n_ctx
+        params.n_batch = self.PROMPT_BATCH
         params.cpuparams.n_threads = self._n_threads
         params.verbosity = -1  # llama.cpp logs every step to stderr otherwise
         params.warmup = False
@@ -190,6 +223,9 @@ class EmbeddedChat:
             "messages": list(request.messages),
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "return_progress": True,  # a chunk per prompt batch: a chance to stop during a long prompt
         }
         if request.json_mode:
             body["response_format"] = {"type": "json_object"}
@@ -200,54 +236,107 @@ class EmbeddedChat:
         return LLMError(f"embedded model {self.name}: {message}")
 
     def complete(self, request: ChatRequest) -> ChatResponse:
-        body = self._body(request)
-        with self._lock:
-            if self._server is None:
-                self._load()
-            result = self._server.handle_chat_completions(body)
-        if "error" in result:
-            raise self._server_error(result["error"])
-        choice = result["choices"][0]
-        usage = result.get("usage", {})
-        text, sanitised = clean_model_text(choice["message"].get("content") or "")
-        return ChatResponse(
-            text=text,
-            sanitised=sanitised,
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            finish_reason=choice.get("finish_reason") or "stop",
-        )
+        events = self._generate(request)
+        try:
+            return final_response(events)
+        finally:
+            events.close()
 
     def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
-        """Tokens as llama.cpp produces them, then the whole response.
+        """Text as the model writes it (less what the guard holds back), then the whole response."""
+        return self._generate(request)
 
-        xllamacpp streams by calling back, synchronously, with OpenAI-style
-        chunks until the reply is done; the call runs in a worker thread that
-        hands each chunk over through a queue, so this generator yields while
-        the model is still generating. One request at a time, as ``complete``.
-        """
-        body = {**self._body(request), "stream": True, "stream_options": {"include_usage": True}}
+    def _generate(self, request: ChatRequest) -> Generator[ChatEvent, None, None]:
+        body = self._body(request)
         chunks: queue.Queue[Any] = queue.Queue()
+        stop = threading.Event()
+
+        def on_chunk(chunk: Any) -> bool:
+            chunks.put(chunk)
+            return stop.is_set()  # True: xllamacpp drops the request, llama.cpp cancels it
 
         def generate() -> None:
             try:
                 with self._lock:
+                    if stop.is_set():  # the caller left while another request ran
+                        return
                     if self._server is None:
                         self._load()
-                    self._server.handle_chat_completions(body, chunks.put)
+                    chunks.put(_STARTED)
+                    self._server.handle_chat_completions(body, on_chunk)
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 chunks.put(exc)
             finally:
                 chunks.put(_END)
 
-        threading.Thread(target=generate, name="unirag-embedded-stream", daemon=True).start()
-        assembler = ChunkAssembler(f"embedded model {self.name}")
-        while (chunk := chunks.get()) is not _END:
-            if isinstance(chunk, BaseException):
-                raise chunk
-            if isinstance(chunk, dict) and "error" in chunk:
-                raise self._server_error(chunk["error"])
-            text = assembler.feed(chunk)
-            if text:
-                yield text
-        yield assembler.response(request)
+        threading.Thread(target=generate, name="unirag-embedded-chat", daemon=True).start()
+        reply = _Reply(f"embedded model {self.name}", DegenerationGuard(repetition=not request.json_mode))
+        deadline: float | None = None
+        try:
+            while True:
+                wait = self.POLL_SECONDS if deadline is None else min(self.POLL_SECONDS, deadline - time.monotonic())
+                if wait <= 0:
+                    reply.cut(TIME_LIMIT)
+                    break
+                try:
+                    chunk = chunks.get(timeout=wait)
+                except queue.Empty:
+                    continue
+                if chunk is _END:
+                    break
+                if chunk is _STARTED:
+                    deadline = time.monotonic() + self._time_limit
+                    continue
+                if isinstance(chunk, BaseException):
+                    raise chunk
+                if isinstance(chunk, dict) and "error" in chunk:
+                    raise self._server_error(chunk["error"])
+                text = reply.feed(chunk)
+                if text:
+                    yield text
+                if reply.stopped:
+                    break
+        finally:
+            stop.set()
+        if rest := reply.guard.flush():
+            yield rest
+        yield reply.response(request)
+
+
+class _Reply:
+    """One embedded reply being read: the stream's chunks, the guard, and how it ended."""
+
+    def __init__(self, what: str, guard: DegenerationGuard) -> None:
+        self.assembler = ChunkAssembler(what)
+        self.guard = guard
+        self.prompt_tokens: int | None = None  # from llama.cpp's prompt progress, exact
+        self.tokens = 0  # content chunks seen: llama.cpp streams one per token
+        self.reason: str | None = None  # set when we ended the reply, not the model
+
+    @property
+    def stopped(self) -> bool:
+        return self.reason is not None
+
+    def feed(self, chunk: Any) -> str:
+        """The text of ``chunk`` that may be shown now."""
+        progress = chunk.get("prompt_progress") if isinstance(chunk, dict) else None
+        if isinstance(progress, dict) and isinstance(progress.get("total"), int):
+            self.prompt_tokens = progress["total"]
+        text = self.assembler.feed(chunk)
+        if not text:
+            return ""
+        self.tokens += 1
+        shown, found = self.guard.feed(text)
+        if found is not None:
+            self.cut(found.reason)
+        return shown
+
+    def cut(self, reason: str) -> None:
+        self.reason = reason
+
+    def response(self, request: ChatRequest) -> ChatResponse:
+        if self.reason is None:  # the model finished (stop, length): its own usage and reason
+            return replace(self.assembler.response(request), text=self.guard.text)
+        prompt = self.prompt_tokens if self.prompt_tokens is not None else estimate_prompt_tokens(request)
+        return ChatResponse(self.guard.text, prompt, self.tokens, self.reason,
+                            usage_estimated=self.prompt_tokens is None, sanitised=self.assembler.sanitised)

@@ -27,6 +27,8 @@ import numpy as np
 
 from unirag.errors import LLMUnavailableError, RetryableLLMError, embedding_mismatch
 from unirag.llm.base import (
+    RAMBLING,
+    TIME_LIMIT,
     ChatEvent,
     ChatModel,
     ChatRequest,
@@ -213,6 +215,12 @@ class LimitedChat:
             yield from stream_chat(self.inner, request)
 
 
+def cacheable(response: ChatResponse) -> bool:
+    """Whether a reply may be served again: not one cut by a time limit, whose length
+    depends on how busy the machine was (the same request on an idle one gets further)."""
+    return response.finish_reason != TIME_LIMIT
+
+
 class CachedChat:
     def __init__(self, inner: ChatModel, cache: ResponseCache) -> None:
         self.inner, self.cache, self.name = inner, cache, inner.name
@@ -223,7 +231,8 @@ class CachedChat:
         if hit is not None:
             return ChatResponse(**hit, cached=True)
         response = self.inner.complete(request)
-        self.cache.put_chat(key, self.name, request.stage, response.to_json())
+        if cacheable(response):
+            self.cache.put_chat(key, self.name, request.stage, response.to_json())
         return response
 
     def stream(self, request: ChatRequest) -> Iterator[ChatEvent]:
@@ -237,7 +246,7 @@ class CachedChat:
             yield response
             return
         for event in stream_chat(self.inner, request):
-            if isinstance(event, ChatResponse):
+            if isinstance(event, ChatResponse) and cacheable(event):
                 self.cache.put_chat(key, self.name, request.stage, event.to_json())
             yield event
 
@@ -335,6 +344,8 @@ def charge(ledger: UsageLedger, request: ChatRequest, response: ChatResponse, se
         prompt_tokens=response.prompt_tokens,
         completion_tokens=response.completion_tokens,
         cut_replies=1 if response.finish_reason == "length" else 0,
+        timed_out_replies=1 if response.finish_reason == TIME_LIMIT else 0,
+        rambling_replies=1 if response.finish_reason in RAMBLING else 0,
         estimated_replies=1 if response.usage_estimated else 0,
         sanitised_replies=1 if response.sanitised else 0,
         seconds=seconds,
