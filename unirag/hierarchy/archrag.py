@@ -93,7 +93,7 @@ Decisions:
   4); a clustering with no community of two or more members ends the build,
   and so does a level that is one community of every node (the root). The
   loop itself is the one every layered hierarchy shares
-  (:func:`unirag.graph.layered.build_levels`); this module supplies its steps.
+  (:func:`unirag.hierarchy.layered.build_levels`); this module supplies its steps.
 
 :func:`archrag_partition` runs steps 1-3 on the entity graph only (no LLM),
 and :func:`community_quality` computes the paper's two quality metrics
@@ -113,10 +113,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, labels_of
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
-from unirag.index.hierarchy import (
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     EntityGraph,

@@ -29,11 +29,11 @@ HEADER = """\
 
 def hierarchy_configs() -> dict[str, type]:
     """``index.<name>`` -> the config dataclass whose fields that mapping overrides."""
-    from unirag.index.archrag import ArchragConfig
-    from unirag.index.artifacts import CHnswConfig
-    from unirag.index.graphrag_communities import GraphragCommunityConfig
-    from unirag.index.hygrag import HygragConfig
-    from unirag.index.leanrag import LeanragConfig
+    from unirag.hierarchy.archrag import ArchragConfig
+    from unirag.artifacts.registry import CHnswConfig
+    from unirag.hierarchy.graphrag import GraphragCommunityConfig
+    from unirag.hierarchy.hygrag import HygragConfig
+    from unirag.hierarchy.leanrag import LeanragConfig
 
     return {"graphrag": GraphragCommunityConfig, "archrag": ArchragConfig, "chnsw": CHnswConfig,
             "hygrag": HygragConfig, "leanrag": LeanragConfig}

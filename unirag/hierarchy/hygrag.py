@@ -82,7 +82,7 @@ fewer than ``S_min`` nodes (it would be one undersized bucket); when a layer
 came out as one bucket (its summary is the root); when bucketing would not
 reduce the node count (``stats["stop_reason"]``: ``max_levels``,
 ``small_layer``, ``root``, ``no_reduction``). The loop is the one every
-layered hierarchy shares (:func:`unirag.graph.layered.build_levels`).
+layered hierarchy shares (:func:`unirag.hierarchy.layered.build_levels`).
 
 Membership: ``Community.children`` are the member ids one level down (hybrid
 node ids, chunk and entity, at level 1; community ids above);
@@ -108,10 +108,10 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
-from unirag.index.hierarchy import (
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     EntityGraph,

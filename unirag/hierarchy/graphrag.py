@@ -88,8 +88,8 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
-from unirag.index.hierarchy import Community, EntityGraph, HierarchyResult, community_id
+from unirag.hierarchy.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
+from unirag.hierarchy.communities import Community, EntityGraph, HierarchyResult, community_id
 from unirag.index.line_tokens import LineTokens
 
 HIERARCHY = "graphrag"
@@ -275,7 +275,7 @@ def carried_leiden(
     """
     from scipy.sparse import coo_matrix
 
-    from unirag.graph.attach import AttachPolicy, attach_targets
+    from unirag.hierarchy.attach import AttachPolicy, attach_targets
 
     n = len(graph)
     row = {entity: i for i, entity in enumerate(graph.ids)}
@@ -914,7 +914,7 @@ def build_graphrag_communities(
 
     The clustering is top-down and all at once, and reports go leaves first
     (by height, across levels), so this builder uses only the summary step and
-    the counters of :mod:`unirag.graph.layered`, not its bottom-up loop.
+    the counters of :mod:`unirag.hierarchy.layered`, not its bottom-up loop.
     ``models.chat=None`` is the zero-LLM path: every report is extractive
     (title from the most connected members, summary from their descriptions).
 

@@ -138,7 +138,7 @@ def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
 
 def _tree(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.graph.graph_build import build_tree_artifact
+        from unirag.artifacts.tree import build_tree_artifact
 
         return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress,
                                    name=tree_names(variant)[0], preset=TREE_VARIANTS.get(variant))
@@ -156,7 +156,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        from unirag.index import entity_graph
+        from unirag.hierarchy import entity_graph
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
@@ -237,7 +237,7 @@ def summary_chat(ctx: BuildContext) -> Any:
 
 def summary_models(ctx: BuildContext) -> Any:
     """What a hierarchy builder calls: the summary chat model (or None), the embedder, the run's settings."""
-    from unirag.graph.layered import BuildModels
+    from unirag.hierarchy.layered import BuildModels
 
     return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
                        ctx.settings.chat.temperature, ctx.progress,
@@ -248,7 +248,7 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     """The merged graph as an ``EntityGraph`` (with the entity vectors when asked). Made once
     per merged graph and copied for each hierarchy (four read it in one build), so a builder
     that changed its copy could not change another's."""
-    from unirag.index.entity_graph import copy_entity_graph, to_entity_graph
+    from unirag.hierarchy.entity_graph import copy_entity_graph, to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
 
     merged = ctx.store.shared_graph()
@@ -269,7 +269,7 @@ MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier
 
 
 def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.graphrag_communities import (
+    from unirag.hierarchy.graphrag import (
         GraphragCommunityConfig,
         build_graphrag_communities,
     )
@@ -297,7 +297,7 @@ def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple
 
 
 def _run_archrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.archrag import ArchragConfig, build_archrag
+    from unirag.hierarchy.archrag import ArchragConfig, build_archrag
     from unirag.index.knn_update import load_neighbour_lists, save_neighbour_lists
 
     config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
@@ -317,7 +317,7 @@ def _run_archrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[
 
 
 def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.hygrag import (
+    from unirag.hierarchy.hygrag import (
         HygragConfig,
         build_hygrag_index,
         hybrid_graph_from,
@@ -351,13 +351,13 @@ def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[A
 
 
 def _run_leanrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.leanrag import LeanragConfig, build_leanrag
-    from unirag.index.leanrag_links import link_bases_name, load_link_bases, previous_link_levels, save_link_bases
+    from unirag.hierarchy.leanrag import LeanragConfig, build_leanrag
+    from unirag.hierarchy.leanrag_links import link_bases_name, load_link_bases, previous_link_levels, save_link_bases
 
     config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
 
     def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        from unirag.index.community_store import CommunityStore
+        from unirag.hierarchy.community_store import CommunityStore
 
         graph = _load_entity_graph(ctx, with_vectors=True)
         carrier = make_carrier(graph.ids)
@@ -373,7 +373,7 @@ def _run_leanrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[
 
 def _previous_nodes(communities: list[Any]) -> dict[int, list[Any]]:
     """The last build's communities of a hierarchy by level, as the attach step reads them."""
-    from unirag.graph.attach import PreviousNode
+    from unirag.hierarchy.attach import PreviousNode
 
     nodes: dict[int, list[Any]] = {}
     for community in communities:
@@ -412,7 +412,7 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
     base = hierarchy_base(name)
 
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.community_store import CommunityStore
+        from unirag.hierarchy.community_store import CommunityStore
 
         config, run = _HIERARCHY_RUNNERS[base](ctx, name, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
         key = f"communities:{name}"
@@ -427,7 +427,7 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
         inputs = config_hash(fingerprint)
         if ctx.workspace.is_current(key, inputs):
             return False
-        from unirag.graph.incremental import UpdatePlan, plan_update, record_leaves
+        from unirag.hierarchy.incremental import UpdatePlan, plan_update, record_leaves
 
         started = time.perf_counter()
         identity = {"config": _config_dict(config), "chat": getattr(summary_chat(ctx), "name", "extractive"),
@@ -490,7 +490,7 @@ def community_text(community: Any) -> str:
 
 def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.community_store import CommunityStore
+        from unirag.hierarchy.community_store import CommunityStore
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         communities = CommunityStore(ctx.workspace).heads(name)
@@ -522,8 +522,8 @@ def _chnsw(hierarchy: str) -> Callable[[BuildContext], bool]:
 
 
 def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
-    from unirag.index.chnsw import CHnswIndex
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.chnsw import CHnswIndex
+    from unirag.hierarchy.community_store import CommunityStore
     from unirag.index.vector_artifacts import load_vectors
 
     key = chnsw_name(hierarchy)
@@ -561,7 +561,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
 def _previous_chnsw(ctx: BuildContext, key: str, config: CHnswConfig, directory: Any) -> Any:
     """The last C-HNSW of ``key`` to continue, when it was built whole with this config and
     ``index.update`` is ``attach``; None otherwise (or when its files are damaged)."""
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
 
     entry = ctx.workspace.manifest_entry(key)
     if ctx.settings.index.update != "attach" or not entry or entry.get("config") != _config_dict(config):

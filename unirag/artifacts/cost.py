@@ -25,7 +25,7 @@ from typing import Any
 from unirag.config import Settings
 from unirag.graph.extract_llm import LlmExtractor, plan_groups
 from unirag.graph.graph_store import GraphStore
-from unirag.index.artifacts import HIERARCHY_VARIANTS, TREE_VARIANTS, build_order, hierarchy_base, hierarchy_config
+from unirag.artifacts.registry import HIERARCHY_VARIANTS, TREE_VARIANTS, build_order, hierarchy_base, hierarchy_config
 from unirag.llm.base import ChatModel
 from unirag.prompts.prompt import PromptLibrary
 from unirag.text.tokenizer import get_tokenizer
@@ -213,7 +213,7 @@ def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,
                       entities: int) -> tuple[int, int, _Shape | None]:
     """(leaves, tokens of a leaf in a prompt, grouping shape) of artifact ``name``."""
     if name == "tree" or name.startswith("tree:"):
-        from unirag.graph.tree import TreeConfig
+        from unirag.hierarchy.tree import TreeConfig
 
         tree = settings.graph.tree.model_copy(update=TREE_VARIANTS.get(name.partition(":")[2], {}))
         average = corpus.tokens // max(1, len(corpus.chunks))
@@ -230,7 +230,7 @@ def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,
 
 
 def _config_class(base: str) -> type:
-    from unirag.index.settings_template import hierarchy_configs
+    from unirag.artifacts.settings_template import hierarchy_configs
 
     return hierarchy_configs()[base]
 
