@@ -17,6 +17,8 @@ build or search, never at import time.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +34,15 @@ FORMAT_VERSION = 1
 ARRAYS_FILE = "chnsw.npz"
 META_FILE = "chnsw.json"
 _NORM_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class CHnswConfig:
+    """C-HNSW parameters (ArchRAG's experiments: M = 32, efConstruction = 100)."""
+
+    m: int = 32
+    ef_construction: int = 100
+    seed: int = 0
 
 
 def _kernels() -> ModuleType:

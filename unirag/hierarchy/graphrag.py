@@ -90,7 +90,8 @@ import numpy as np
 
 from unirag.hierarchy.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
 from unirag.hierarchy.communities import Community, EntityGraph, HierarchyResult, community_id
-from unirag.index.line_tokens import LineTokens
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
+from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
 
 HIERARCHY = "graphrag"
 STAGE = "index.graphrag.report"
@@ -997,3 +998,35 @@ def _community(graph: EntityGraph, nodes: list[_Node], node: _Node) -> Community
         rating=report.rating,
         payload=payload,
     )
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: GraphragCommunityConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """Hierarchical Leiden with reports over the merged graph; an update re-reports only what changed."""
+    graph = inputs.entity_graph(False)
+    carrier = make_carrier(graph.ids)
+    # the carrier holds the last build's communities (by level, in the store's order): not loaded twice
+    previous = [node.record for nodes in carrier.previous.values() for node in nodes] \
+        if carrier is not None else None
+    # context lines' token counts: an update counts only lines the last builds did not (a full build afresh)
+    tokens_file = inputs.workspace.artifact_path(f"communities.{name.replace(':', '.')}.line_tokens.npz")
+    line_tokens = load_line_tokens(tokens_file, inputs.models.tokenizer.name) if carrier is not None \
+        else LineTokens(inputs.models.tokenizer.name)
+    result = build_graphrag_communities(graph, inputs.models, config, previous, line_tokens)
+    save_line_tokens(tokens_file, line_tokens)
+    return result, graph.ids
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=GraphragCommunityConfig,
+    build=_build,
+    prompts=(PROMPT,),
+    needs=("graph",),
+    cost=lambda config: CostShape(config.max_cluster_size, 2, config.max_levels, config.max_context_tokens),
+    description="GraphRAG hierarchical Leiden communities C0..Cn with LLM reports",
+    operators=("community.entity", "community.layer", "community.vdb"),
+)

@@ -107,7 +107,10 @@ from unirag.hierarchy.communities import (
     bottom_up_result,
     level_communities,
 )
-from unirag.hierarchy.leanrag_links import LinkBasis, PreviousLinks, previous_link_levels, relation_hashes
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.leanrag_links import (LinkBasis, PreviousLinks, link_bases_name, load_link_bases,
+                                            previous_link_levels, relation_hashes, save_link_bases)
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.prompts.prompt import Prompt
@@ -800,3 +803,33 @@ def parents(result: HierarchyResult) -> dict[str, str]:
     """Child id -> parent id over the whole hierarchy: base entity -> level-1
     aggregated entity, and level-i entity -> level-(i+1) entity (the top has none)."""
     return {child: community.id for community in result.communities for child in community.children}
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: LeanragConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """GMM aggregation over the merged graph; an update re-writes only relations whose basis changed."""
+    graph = inputs.entity_graph(True)
+    carrier = make_carrier(graph.ids)
+    bases_file = inputs.workspace.artifact_path(link_bases_name(HIERARCHY))
+    previous = previous_link_levels(CommunityStore(inputs.workspace).load_links(HIERARCHY),
+                                    load_link_bases(bases_file)) if carrier is not None else None
+    result, records = build_leanrag(graph, inputs.models, config, carrier, previous)
+    save_link_bases(bases_file, records)
+    return result, graph.ids
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=LeanragConfig,
+    build=_build,
+    prompts=(ENTITY_PROMPT, RELATION_PROMPT),
+    needs=("graph", "entity_vectors"),
+    # an aggregated entity per cluster, and about as many inter-cluster relation summaries
+    cost=lambda config: CostShape(config.cluster_size, 2, config.max_layers, config.max_input_tokens,
+                                  calls_per_group=2),
+    description="LeanRAG GMM aggregation: aggregated entities and inter-cluster relations",
+    operators=("leanrag.lca",),
+)
