@@ -51,12 +51,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from unirag.index.chnsw import CHnswIndex
+from unirag.hierarchy.chnsw import CHnswIndex
 
 _JIT_PROBE = """
 import time, numpy as np
 t0 = time.perf_counter()
-from unirag.index.chnsw import CHnswIndex
+from unirag.hierarchy.chnsw import CHnswIndex
 x = np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32)
 index = CHnswIndex.build([([str(i) for i in range(30)], x[:30]), ([str(i) for i in range(10)], x[30:])], m=4)
 t1 = time.perf_counter()

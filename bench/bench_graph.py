@@ -33,7 +33,7 @@ from unirag.graph.extract_nlp import NlpExtractor
 from unirag.graph.graph_store import GraphStore
 from unirag.graph.projections import project, shared_entity_links
 from unirag.graph.merge import merge_extractions
-from unirag.graph.tree import TreeConfig, cluster_layer
+from unirag.hierarchy.tree import TreeConfig, cluster_layer
 from unirag.config import load_settings
 from unirag.llm.factory import build_stack
 from unirag.pipeline import run_index

@@ -56,7 +56,7 @@ def ingest_step(workspace: Path, corpus: Path) -> dict[str, Any]:
 
 def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
     """Build one artifact (its dependencies must be built); prints JSON figures."""
-    from unirag.index.artifacts import BuildContext, artifact_registry
+    from unirag.artifacts.registry import BuildContext, artifact_registry
     from unirag.llm.base import UsageLedger
     from unirag.llm.factory import build_stack
     from unirag.progress import Progress
@@ -81,8 +81,8 @@ def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
 
 def quality(workspace: Path) -> dict[str, Any]:
     from unirag.graph.graph_store import GraphStore
-    from unirag.index.archrag import ArchragConfig, archrag_partition, community_quality
-    from unirag.index.entity_graph import to_entity_graph
+    from unirag.hierarchy.archrag import ArchragConfig, archrag_partition, community_quality
+    from unirag.hierarchy.entity_graph import to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
     from unirag.workspace import Workspace
 
@@ -108,7 +108,7 @@ def chnsw_vs_hnsw(workspace: Path, queries: int, k: int, ef: int, seed: int = 7)
     """Top-k of every layer per query: C-HNSW hierarchical search vs one hnswlib index per layer."""
     import hnswlib
 
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
     from unirag.index.vector_artifacts import load_vectors
     from unirag.workspace import Workspace
 

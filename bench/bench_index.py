@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.corpus import ingest
+from unirag.ingest import ingest
 from unirag.config import Settings, load_settings
 from unirag.index.chunks import build_chunk_bm25, build_chunk_vectors
 from unirag.index.vectors import HnswIndex

@@ -89,7 +89,7 @@ def _vector_figures(ws: Any, ids: list[str], lookups: int, figures: dict[str, An
 
 def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
     from unirag.config import load_settings
-    from unirag.graph.corpus import ingest
+    from unirag.ingest import ingest
     from unirag.graph.graph_store import GraphStore
     from unirag.graph.types import ChunkExtraction
     from unirag.progress import Progress

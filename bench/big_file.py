@@ -81,7 +81,7 @@ class InstantEmbedder:
 def child(file: Path, workspace: Path, stage: str) -> dict[str, Any]:
     """Index ``file`` into a new workspace in this process; seconds and peak RSS."""
     from unirag.config import load_settings
-    from unirag.graph.corpus import ingest
+    from unirag.ingest import ingest
     from unirag.llm.factory import build_stack
     from unirag.pipeline import run_index
     from unirag.progress import Progress

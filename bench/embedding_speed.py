@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from unirag.config import EMBEDDED_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, load_settings
-from unirag.graph.corpus import ingest
+from unirag.ingest import ingest
 from unirag.graph.extract_nlp import NlpExtractor
 from unirag.graph.merge import merge_extractions, shorten_descriptions
-from unirag.index.entity_graph import entity_full_texts, entity_name_texts
+from unirag.hierarchy.entity_graph import entity_full_texts, entity_name_texts
 from unirag.index.vector_artifacts import embed_in_length_order
 from unirag.llm.embedded import EmbeddedEmbedder
 from unirag.llm.wordllama_embedder import WordLlamaEmbedder

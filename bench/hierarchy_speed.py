@@ -12,7 +12,7 @@ are its own) on a built workspace's vectors:
   embedder) over the first ``--chunks`` chunk vectors, the full BIC sweep
   (``bic_patience=0``) against the bounded one: seconds and the tree's shape.
 * ``umap``: the fixed cost of UMAP's first fit in a fresh process, without and with
-  numba's on-disk cache (:func:`unirag.graph.jit_cache.cached_umap`; run it twice: the
+  numba's on-disk cache (:func:`unirag.hierarchy.jit_cache.cached_umap`; run it twice: the
   first run with the cache fills it).
 
     .venv/bin/python bench/hierarchy_speed.py -w WORKSPACE [--only leanrag,tree,umap] [--chunks 1000]
@@ -66,8 +66,8 @@ def size_figures(labels: np.ndarray) -> dict[str, Any]:
 
 
 def one_leanrag(workspace: Path, overrides: dict[str, Any]) -> dict[str, Any]:
-    from unirag.index.archrag import community_quality
-    from unirag.index.leanrag import LeanragConfig, cluster_layer
+    from unirag.hierarchy.archrag import community_quality
+    from unirag.hierarchy.leanrag import LeanragConfig, cluster_layer
     from unirag.llm.base import normalise_rows
 
     vectors = normalise_rows(_vectors(workspace, "entity_vectors"))
@@ -98,9 +98,9 @@ class TimedEmbedder:
 
 def one_tree(workspace: Path, overrides: dict[str, Any], chunks: int) -> dict[str, Any]:
     from unirag.config import load_settings
-    from unirag.graph.layered import BuildModels
-    from unirag.graph.jit_cache import cached_umap
-    from unirag.graph.tree import TreeConfig, build_tree
+    from unirag.hierarchy.layered import BuildModels
+    from unirag.hierarchy.jit_cache import cached_umap
+    from unirag.hierarchy.tree import TreeConfig, build_tree
     from unirag.llm.factory import build_stack
     from unirag.workspace import Workspace
 
@@ -123,7 +123,7 @@ def one_tree(workspace: Path, overrides: dict[str, Any], chunks: int) -> dict[st
 def one_umap(cached: bool) -> dict[str, Any]:
     cpu = _cpu()
     if cached:
-        from unirag.graph.jit_cache import cached_umap
+        from unirag.hierarchy.jit_cache import cached_umap
 
         umap = cached_umap()
     else:

@@ -157,7 +157,7 @@ def _forget_chat_replies(root: Path) -> None:
 
 
 def _members(workspace: Any) -> dict[str, set[frozenset[str]]]:
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     store = CommunityStore(workspace)
     return {name: {frozenset(c.entities) for c in store.load(name)}
@@ -191,7 +191,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from unirag.config import load_settings
-    from unirag.index.artifacts import resolve_names
+    from unirag.artifacts.registry import resolve_names
     from unirag.llm.factory import build_stack
     from unirag.pipeline import run_delete, run_index
     from unirag.progress import Progress

@@ -184,7 +184,7 @@ def _code_version() -> str:
 
 
 def _stage_list(names: str) -> list[str]:
-    from unirag.index.artifacts import build_order, resolve_names
+    from unirag.artifacts.registry import build_order, resolve_names
 
     wanted = resolve_names(["all"]) if names == "all" else resolve_names(names.split(","))
     return [name for name in build_order(wanted) if name not in ("chunk_vectors", "chunk_bm25")]

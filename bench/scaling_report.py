@@ -10,7 +10,7 @@ docs/scaling.md reports) and prints markdown for docs/scaling.md:
   at 10x, 100x and 1000x the 2Wiki corpus and at a 100 M-token corpus;
 * bytes on disk per artifact, per passage, and projected to 100 M tokens (the same fit);
 * the LLM calls and prompt tokens of a real LLM extractor (``--llm-estimate``): the code's
-  own pre-run estimator (``unirag.index.cost``) over 6,119 passages of the 2Wiki length, TKG
+  own pre-run estimator (``unirag.artifacts.cost``) over 6,119 passages of the 2Wiki length, TKG
   extraction with one gleaning pass and the hierarchies' summaries, scaled to 100 M tokens
   (the estimator is linear in passages: 12,238 passages give exactly twice the calls).
 
@@ -170,11 +170,11 @@ def storage_table(results: list[dict[str, Any]]) -> list[str]:
 
 
 def llm_estimate(passages: int, tokens_per_passage: int, artifacts: list[str]) -> dict[str, Any]:
-    """The code's own estimate (``unirag.index.cost``) of an LLM-extractor run over ``passages``
+    """The code's own estimate (``unirag.artifacts.cost``) of an LLM-extractor run over ``passages``
     passages of ``tokens_per_passage`` tokens: TKG with the default gleaning pass, plus ``artifacts``."""
     from unirag.config import Settings
-    from unirag.index.artifacts import resolve_names
-    from unirag.index.cost import estimate_index_cost
+    from unirag.artifacts.registry import resolve_names
+    from unirag.artifacts.cost import estimate_index_cost
     from unirag.pipeline import index_targets
 
     settings = Settings.model_validate({"chat": {"base_url": "http://127.0.0.1:1/v1", "model": "any"},

@@ -24,7 +24,7 @@ from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
 from unirag.graph.graph_store import GraphStore
 from unirag.graph.merge import merge_extractions
 from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
-from unirag.index.artifacts import BuildContext, artifact_registry
+from unirag.artifacts.registry import BuildContext, artifact_registry
 from unirag.llm.base import UsageLedger
 from unirag.operators.context import QueryState, Resources
 from unirag.pipeline import run_index

@@ -1,4 +1,4 @@
-"""ArchRAG attributed communities (unirag.index.archrag): augmentation, weights, clustering,
+"""ArchRAG attributed communities (unirag.hierarchy.archrag): augmentation, weights, clustering,
 summaries, the layer-by-layer hierarchy, stopping, links and the quality metrics."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder, ScriptedChat
 
-from unirag.graph.layered import BuildModels
-from unirag.index.archrag import (
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy.archrag import (
     EMBED_STAGE,
     SUMMARY_STAGE,
     ArchragConfig,
@@ -31,7 +31,7 @@ from unirag.index.archrag import (
     knn_neighbours,
     unique_edges,
 )
-from unirag.index.hierarchy import EntityGraph
+from unirag.hierarchy.communities import EntityGraph
 from unirag.llm.base import normalise_rows
 
 pytestmark = pytest.mark.numeric  # kNN graphs and edge weights from BLAS products
@@ -145,7 +145,7 @@ def test_augment_none_keeps_the_graph() -> None:
 
 
 def test_exact_and_hnsw_knn_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from unirag.index import archrag
+    from unirag.hierarchy import archrag
 
     vectors = normalise_rows(np.random.default_rng(3).standard_normal((300, 8)).astype(np.float32))
     exact = knn_neighbours(vectors, 4)
@@ -526,7 +526,7 @@ def test_empty_graph() -> None:
 
 
 def test_oversized_communities_are_split_until_they_fit() -> None:
-    from unirag.index.archrag import split_oversized
+    from unirag.hierarchy.archrag import split_oversized
 
     # four 6-cliques in a chain: one label for all 24 nodes must split into cliques of 6
     edges = []

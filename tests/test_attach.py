@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, attach_targets, balanced_sizes, carry_groups
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, attach_targets, balanced_sizes, carry_groups
 
 
 def _unit(*rows: list[float]) -> np.ndarray:
@@ -87,7 +87,7 @@ def test_balanced_sizes() -> None:
 
 
 def test_a_carrier_follows_renamed_children_up_the_levels() -> None:
-    from unirag.graph.attach import PreviousNode
+    from unirag.hierarchy.attach import PreviousNode
 
     previous = {
         1: [PreviousNode("L1-a", ("a1", "a2", "a3")), PreviousNode("L1-b", ("b1", "b2"))],
@@ -108,7 +108,7 @@ def test_a_carrier_follows_renamed_children_up_the_levels() -> None:
 
 
 def test_a_parent_of_a_changed_child_is_not_unchanged() -> None:
-    from unirag.graph.attach import PreviousNode
+    from unirag.hierarchy.attach import PreviousNode
 
     previous = {
         1: [PreviousNode("L1-a", ("a1", "a2", "a3")), PreviousNode("L1-b", ("b1", "b2"))],
@@ -142,7 +142,7 @@ def test_new_rows_linked_to_each_other_join_one_group_together() -> None:
     """New rows 90-91 are linked to each other; 90 has one link to group 0 and one to group 1,
     91 two links to group 1: as a unit they join group 1, both of them (row by row, 90 could
     have gone either way)."""
-    from unirag.graph.attach import AttachPolicy, attach_targets
+    from unirag.hierarchy.attach import AttachPolicy, attach_targets
 
     edges, groups = _triangles(30)
     edges += [(90, 91), (90, 0), (90, 3), (91, 4), (91, 5)]
@@ -152,7 +152,7 @@ def test_new_rows_linked_to_each_other_join_one_group_together() -> None:
 
 
 def test_a_new_row_linked_only_to_new_rows_follows_them_and_a_loose_unit_stays_out() -> None:
-    from unirag.graph.attach import AttachPolicy, attach_targets
+    from unirag.hierarchy.attach import AttachPolicy, attach_targets
 
     policy = AttachPolicy(by_neighbours=True, by_similarity=False)
     # 90 -- 0 (one link into group 0); 91 -- 90 only: one unit, joins group 0
@@ -169,7 +169,7 @@ def test_a_new_row_linked_only_to_new_rows_follows_them_and_a_loose_unit_stays_o
 
 
 def _community(cid: str, children: list[str], entities: list[str], payload: dict | None = None):
-    from unirag.index.hierarchy import Community
+    from unirag.hierarchy.communities import Community
 
     return Community(cid, "h", 2, children, entities, summary=f"summary of {cid}", payload=dict(payload or {}))
 
@@ -178,7 +178,7 @@ def test_an_upper_community_whose_child_changed_keeps_its_summary_within_the_dri
     """Level 2: P had children a, b (10 entities). Child a gained an entity and was renamed a2:
     P's members are the same communities, 1 of 11 entities beneath differs (0.09 <= 0.1): P keeps
     its summary and records the 10 it was written from; with a share of 0.05 it is re-asked."""
-    from unirag.graph.attach import AttachPolicy, LevelCarrier, PreviousNode
+    from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, PreviousNode
 
     base = [f"e{i}" for i in range(10)]
     parent = _community("P", ["a", "b"], base)
@@ -196,7 +196,7 @@ def test_an_upper_community_whose_child_changed_keeps_its_summary_within_the_dri
 def test_drift_is_measured_against_what_the_summary_was_written_from() -> None:
     """A parent kept once with written_from = 10 entities; a second change adds another: 2 of 12
     differ (0.17 > 0.1), so it is re-asked although each step alone was within the share."""
-    from unirag.graph.attach import AttachPolicy, LevelCarrier, PreviousNode
+    from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, PreviousNode
 
     base = [f"e{i}" for i in range(10)]
     parent = _community("P2", ["a2", "b"], base + ["e10"], {"written_from": base})

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from unirag.index.chnsw import CHnswIndex
+from unirag.hierarchy.chnsw import CHnswIndex
 
 pytestmark = pytest.mark.numeric  # numba searches compared with a BLAS oracle (exact top k)
 
@@ -42,7 +42,7 @@ def medium() -> tuple[CHnswIndex, list[tuple[list[str], np.ndarray]]]:
 
 
 def test_import_does_not_load_numba() -> None:
-    code = "import sys, unirag.index.chnsw; assert 'numba' not in sys.modules, 'numba imported'"
+    code = "import sys, unirag.hierarchy.chnsw; assert 'numba' not in sys.modules, 'numba imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from unirag.index.community_store import CommunityStore
-from unirag.index.hierarchy import Community, CommunityLink, HierarchyResult
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.communities import Community, CommunityLink, HierarchyResult
 from unirag.workspace import Workspace
 
 

@@ -122,7 +122,7 @@ def test_init_writes_every_setting_with_its_default(tmp_path: Path) -> None:
 
     from unirag.cli import app
     from unirag.config import Settings
-    from unirag.index.settings_template import hierarchy_configs
+    from unirag.artifacts.settings_template import hierarchy_configs
 
     assert CliRunner().invoke(app, ["init", str(tmp_path / "ws")]).exit_code == 0
     text = (tmp_path / "ws" / "unirag.yaml").read_text(encoding="utf-8")

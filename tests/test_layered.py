@@ -1,4 +1,4 @@
-"""The shared layered loop (unirag.graph.layered) on a tiny hand-built layer: where it stops,
+"""The shared layered loop (unirag.hierarchy.layered) on a tiny hand-built layer: where it stops,
 what it counts, and that every builder's stats carry the same keys."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from fakes import HashEmbedder, RecordingProgress
 
-from unirag.graph.layered import (COUNTERS, Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.layered import (COUNTERS, Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, build_levels)
 from unirag.llm.base import ChatRequest, ChatResponse
 
@@ -164,12 +164,12 @@ def test_embedding_batches_and_progress_labels() -> None:
 
 
 def test_every_builder_reports_the_same_keys() -> None:
-    from unirag.graph.tree import TreeConfig, build_tree
-    from unirag.index.archrag import ArchragConfig, build_archrag_communities
-    from unirag.index.graphrag_communities import build_graphrag_communities
-    from unirag.index.hierarchy import EntityGraph
-    from unirag.index.hygrag import HygragConfig, build_hygrag_index, hybrid_graph_from
-    from unirag.index.leanrag import LeanragConfig, build_leanrag_hierarchy
+    from unirag.hierarchy.tree import TreeConfig, build_tree
+    from unirag.hierarchy.archrag import ArchragConfig, build_archrag_communities
+    from unirag.hierarchy.graphrag import build_graphrag_communities
+    from unirag.hierarchy.communities import EntityGraph
+    from unirag.hierarchy.hygrag import HygragConfig, build_hygrag_index, hybrid_graph_from
+    from unirag.hierarchy.leanrag import LeanragConfig, build_leanrag_hierarchy
 
     n = 12
     texts = [f"entity {i} of group {i % 3}" for i in range(n)]

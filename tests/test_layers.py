@@ -1,7 +1,8 @@
 """The package's layers, checked on the source: no module imports a layer above its own, no import cycle.
 
 unirag is layered bottom to top (docs/architecture.md): foundations, text,
-model clients, prompts, workspace and graph building, indices, operators,
+model clients, prompts, workspace, ingest and graph building, index primitives,
+hierarchies, the artifact registry, operators,
 generation, methods, pipeline and evaluation, then the entry points. A
 module may import its own layer or lower ones only, so each layer can be
 read, tested and replaced knowing nothing of what sits above it. An upward
@@ -29,8 +30,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("unirag.text",),
     ("unirag.llm",),
     ("unirag.prompts",),
-    ("unirag.workspace", "unirag.graph"),
+    ("unirag.workspace", "unirag.ingest", "unirag.graph"),
     ("unirag.index",),
+    ("unirag.hierarchy",),
+    ("unirag.artifacts",),
     ("unirag.operators",),
     ("unirag.generate",),
     ("unirag.methods",),
@@ -262,7 +265,7 @@ def test_the_checks_catch_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
     """The two checks on a hand-made pair of modules, so a broken scan cannot pass silently."""
     edges = {"unirag.a": {"unirag.b"}, "unirag.b": {"unirag.a"}, "unirag.c": {"unirag.a"}}
     assert _cycles(edges) == [["unirag.a", "unirag.b"]]
-    assert rank("unirag.operators.node") == 6 and rank("unirag.text.replies") == 1 and rank("unirag") == 10
+    assert rank("unirag.operators.node") == 8 and rank("unirag.text.replies") == 1 and rank("unirag") == 12
     source = "from unirag.operators.node import rank\ndef f():\n    import unirag.cli\n"
     path = PACKAGE / "text" / "probe.py"  # never written: the collector only needs a name
     collector = _Collector("unirag.text.probe", path)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder, ScriptedChat
-from unirag.graph.layered import BuildModels
-from unirag.index.hierarchy import EntityGraph
-from unirag.index.leanrag import (
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy.communities import EntityGraph
+from unirag.hierarchy.leanrag import (
     ENTITY_STAGE,
     RELATION_STAGE,
     LeanragConfig,
@@ -320,7 +320,7 @@ def test_invalid_config_fails_early() -> None:
 def test_an_attached_update_keeps_what_did_not_change() -> None:
     """A new entity in group 2 changes that cluster (and the root) but not group 0-1's relations:
     the 0-1 link keeps its description, clusters 0 and 1 keep their aggregated entities."""
-    from unirag.graph.attach import LevelCarrier, PreviousNode
+    from unirag.hierarchy.attach import LevelCarrier, PreviousNode
 
     first = build_leanrag_hierarchy(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
     previous: dict[int, list[PreviousNode]] = {}
@@ -339,7 +339,7 @@ def test_an_attached_update_keeps_what_did_not_change() -> None:
 
 
 def _carrier_of(result, leaves: int):
-    from unirag.graph.attach import LevelCarrier, PreviousNode
+    from unirag.hierarchy.attach import LevelCarrier, PreviousNode
 
     previous: dict[int, list[PreviousNode]] = {}
     for community in result.communities:
@@ -356,8 +356,8 @@ def test_a_link_keeps_its_description_while_its_relations_drift_within_relink_sh
     """The 0-1 link was written from 5 relations. One more (1 of 6 differs: 0.17) is within a
     share of 0.2, so its description stays, recorded as written from the 5; a second one
     (2 of 7: 0.29) is measured against those 5 too, so the drift does not creep: rewritten."""
-    from unirag.index.leanrag import build_leanrag
-    from unirag.index.leanrag_links import previous_link_levels
+    from unirag.hierarchy.leanrag import build_leanrag
+    from unirag.hierarchy.leanrag_links import previous_link_levels
 
     config = LeanragConfig(cluster_size=10, relink_share=0.2)
     first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), config)
@@ -382,8 +382,8 @@ def test_a_link_keeps_its_description_while_its_relations_drift_within_relink_sh
 
 
 def test_relink_share_zero_rewrites_any_changed_link() -> None:
-    from unirag.index.leanrag import build_leanrag
-    from unirag.index.leanrag_links import previous_link_levels
+    from unirag.hierarchy.leanrag import build_leanrag
+    from unirag.hierarchy.leanrag_links import previous_link_levels
 
     config = LeanragConfig(cluster_size=10, relink_share=0.0)
     first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), config)
@@ -397,7 +397,7 @@ def test_relink_share_zero_rewrites_any_changed_link() -> None:
 
 
 def test_link_bases_round_trip_and_a_damaged_file_keeps_nothing(tmp_path) -> None:
-    from unirag.index.leanrag_links import LinkBasis, PreviousLinks, load_link_bases, save_link_bases
+    from unirag.hierarchy.leanrag_links import LinkBasis, PreviousLinks, load_link_bases, save_link_bases
 
     path = tmp_path / "bases.npz"
     hashes = np.array([5, 9, 11], dtype=np.uint64)
@@ -419,8 +419,8 @@ def test_after_a_full_build_an_untouched_link_keeps_its_description() -> None:
     update's ``2 * cluster_size`` (here: clusters of 10, cap 8). The first update must not split
     the ones it does not touch: the 0-1 link, whose relations did not change, keeps its
     description (no call), as after an update; only group 2, which grew, is split."""
-    from unirag.index.leanrag import build_leanrag
-    from unirag.index.leanrag_links import previous_link_levels
+    from unirag.hierarchy.leanrag import build_leanrag
+    from unirag.hierarchy.leanrag_links import previous_link_levels
 
     first, records = build_leanrag(three_groups(), BuildModels(chat(), HashEmbedder()), CONFIG)
     assert sorted(c.payload["size"] for c in level(first, 1)) == [10, 10, 10]

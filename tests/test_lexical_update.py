@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from tests.dev_sets import SAMPLE
 
-from unirag.graph.corpus import ingest
+from unirag.ingest import ingest
 from unirag.index.bm25 import Bm25Index
 from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf
 from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
 from unirag.cli import app
 from unirag.errors import SourceError, WorkspaceError
-from unirag.graph.corpus import ingest
+from unirag.ingest import ingest
 from unirag.graph.graph_store import GraphStore
-from unirag.index.community_store import CommunityStore
+from unirag.hierarchy.community_store import CommunityStore
 from unirag.methods.runner import MethodRunner
 from unirag.methods.spec import resolve_method
 from unirag.pipeline import prepare_query, run_delete, run_index
@@ -395,7 +395,7 @@ def test_a_small_insert_attaches_and_keeps_every_hierarchy_whole(tmp_path: Path)
     assert ws.artifact_path("communities.archrag.knn.npz").exists()
     assert ws.artifact_path("communities.leanrag.link_bases.npz").exists()
     # C-HNSW (updated in place when little changed; here most of a tiny graph did) indexes what is stored.
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
 
     chnsw = CHnswIndex.load(ws.artifact_path("chnsw"))
     assert set(chnsw.ids[0]) == set(GraphStore(ws).load_graph().entities)
@@ -437,7 +437,7 @@ def test_update_rebuild_setting_clusters_afresh(tmp_path: Path) -> None:
 
 
 def test_a_lost_leaf_list_means_a_full_build(tmp_path: Path) -> None:
-    from unirag.graph.incremental import leaves_path
+    from unirag.hierarchy.incremental import leaves_path
 
     ws = _attach_workspace(tmp_path / "ws")
     _index(ws, [_write(tmp_path / "a.json", A)])
@@ -510,8 +510,8 @@ def test_resummarize_share_reaches_the_attached_hierarchies(tmp_path: Path) -> N
     """The setting is the carrier's drift share: on, ArchRAG and LeanRAG report how many upper
     communities they kept within it; 0, none is kept on drift (every ancestor is re-asked)."""
     from unirag.config import load_settings
-    from unirag.graph.attach import PreviousNode
-    from unirag.graph.incremental import leaves_path, plan_update
+    from unirag.hierarchy.attach import PreviousNode
+    from unirag.hierarchy.incremental import leaves_path, plan_update
 
     ws = _attach_workspace(tmp_path / "ws")
     _index(ws, [_write(tmp_path / "a.json", A)])

@@ -16,7 +16,7 @@ import pytest
 
 from tests.dev_sets import SAMPLE_DATASETS
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
-from unirag.index.artifacts import BuildContext, ensure_artifacts
+from unirag.artifacts.registry import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
 from unirag.methods.runner import MethodRunner
 from unirag.methods.spec import builtin_methods

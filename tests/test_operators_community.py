@@ -18,9 +18,9 @@ import pytest
 from tests.fakes import fake_stack
 from tests.graph_fixture import build_hand_graph, query_state
 from unirag.errors import MethodError, WorkspaceError
-from unirag.index.artifacts import BuildContext, artifact_registry, community_text
-from unirag.index.community_store import CommunityStore
-from unirag.index.hierarchy import Community, HierarchyResult
+from unirag.artifacts.registry import BuildContext, artifact_registry, community_text
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.communities import Community, HierarchyResult
 from unirag.llm.base import UsageLedger
 from unirag.operators.community import community_entity, community_layer, community_vdb
 from unirag.operators.registry import operator_registry

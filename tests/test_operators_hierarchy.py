@@ -27,9 +27,9 @@ from tests.fakes import ScriptedChat, fake_stack
 from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
 from unirag.graph.graph_store import GraphStore
 from unirag.errors import MethodError, WorkspaceError
-from unirag.index.artifacts import BuildContext, artifact_registry
-from unirag.index.community_store import CommunityStore
-from unirag.index.hierarchy import Community, CommunityLink, HierarchyResult
+from unirag.artifacts.registry import BuildContext, artifact_registry
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.communities import Community, CommunityLink, HierarchyResult
 from unirag.index.vector_artifacts import index_given_vectors, load_vectors
 from unirag.llm.base import UsageLedger
 from unirag.operators.hierarchy import (

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes import ScriptedChat, fake_stack
 from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
 from unirag.errors import MethodError, WorkspaceError
-from unirag.index.artifacts import BuildContext, artifact_registry
+from unirag.artifacts.registry import BuildContext, artifact_registry
 from unirag.llm.base import UsageLedger
 from unirag.operators.passage import _evidence_text, kgp_traverse, passage_graph
 from unirag.operators.registry import operator_registry

@@ -8,7 +8,7 @@ import pytest
 from tests.fakes import ScriptedChat, fake_stack
 from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
 from unirag.errors import UniragError
-from unirag.index.artifacts import BuildContext, artifact_registry
+from unirag.artifacts.registry import BuildContext, artifact_registry
 from unirag.index.synonyms import SynonymConfig, find_synonyms
 from unirag.index.tri_graph import read_passages, sentences_of
 from unirag.llm.base import UsageLedger

@@ -22,7 +22,7 @@ from tests.fakes import FailsOnce, HashEmbedder, LoggedChat, ScriptedChat, fake_
 from unirag.api import UniRAG
 from unirag.config import Settings
 from unirag.graph.graph_store import GraphStore
-from unirag.index.community_store import CommunityStore
+from unirag.hierarchy.community_store import CommunityStore
 from unirag.llm.factory import ModelStack
 from unirag.llm.remote import ClientRecipe
 from unirag.pipeline import run_index

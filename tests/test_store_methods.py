@@ -19,7 +19,7 @@ from tests.conftest import schema_url
 from tests.dev_sets import SAMPLE_DATASETS
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
 from unirag.config import Settings
-from unirag.index.artifacts import BuildContext, ensure_artifacts
+from unirag.artifacts.registry import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
 from unirag.methods.runner import MethodRunner
 from unirag.methods.spec import builtin_methods
@@ -68,7 +68,7 @@ def question() -> str:
 
 def test_both_stores_hold_the_same_tables_and_artifacts(stores: dict[str, Built]) -> None:
     from unirag.graph.graph_store import GraphStore
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     sqlite_ws, postgres_ws = stores["sqlite"][0], stores["postgresql"][0]
     assert postgres_ws.location.is_postgres and not sqlite_ws.location.is_postgres

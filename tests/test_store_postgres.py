@@ -18,7 +18,7 @@ from tests.dev_sets import SAMPLE_DATASETS
 from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
 from unirag.cli import app
 from unirag.errors import MissingExtraError, WorkspaceError
-from unirag.index.artifacts import BuildContext, ensure_artifacts
+from unirag.artifacts.registry import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
 from unirag.methods.runner import MethodRunner
 from unirag.methods.spec import builtin_methods
@@ -63,7 +63,7 @@ def any_store(request: pytest.FixtureRequest) -> str:
 # -- schema versions -----------------------------------------------------------------
 def test_a_new_workspace_records_each_components_schema_version(tmp_path: Path, any_store: str) -> None:
     from unirag.graph.graph_store import GraphStore
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     ws = Workspace.init(tmp_path / "ws", store=any_store)
     GraphStore(ws)
@@ -107,8 +107,8 @@ def test_a_workspace_from_before_schema_versions_is_brought_up_to_date(tmp_path:
 def test_links_stored_one_row_each_move_to_one_row_per_level_in_their_order(tmp_path: Path, any_store: str) -> None:
     """A workspace from before link levels: its ``community_links`` rows, read back level by
     level in the order they were written, once the store is opened; the old table is gone."""
-    from unirag.index.community_store import MIGRATIONS, CommunityStore
-    from unirag.index.hierarchy import CommunityLink
+    from unirag.hierarchy.community_store import MIGRATIONS, CommunityStore
+    from unirag.hierarchy.communities import CommunityLink
     from unirag.store.schema import ensure_schema
 
     ws = Workspace.init(tmp_path / "ws", store=any_store)

@@ -1,4 +1,4 @@
-"""The RAPTOR tree (unirag.graph.tree): clustering, summaries, recursion, determinism, caching.
+"""The RAPTOR tree (unirag.hierarchy.tree): clustering, summaries, recursion, determinism, caching.
 
 Fast tests use ``reducer="pca"`` for the GMM path: UMAP's numba kernels take
 ~30 s to compile in every new process. The one UMAP test is opt-in
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from fakes import HashEmbedder, RecordingProgress, ScriptedChat
 
-from unirag.graph.layered import BuildModels
-from unirag.graph.tree import (
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy.tree import (
     EMBED_STAGE,
     SUMMARY_STAGE,
     TreeConfig,
@@ -171,7 +171,7 @@ def test_bic_patience_stops_the_sweep_without_changing_the_choice(monkeypatch: p
 def test_cached_umap_turns_on_numbas_disk_cache() -> None:
     from numba.core.caching import NullCache
 
-    from unirag.graph.jit_cache import cached_umap
+    from unirag.hierarchy.jit_cache import cached_umap
 
     umap = cached_umap()
     from umap import layouts
@@ -391,8 +391,8 @@ def test_duplicate_leaf_ids_and_bad_config_are_refused() -> None:
 def _carrier_after(result: TreeResult, share: float) -> "LevelCarrier":
     """What an update carries from ``result``, as the tree artifact builds it (leaves beneath each
     node, and each node's payload with the leaves a kept summary was written from)."""
-    from unirag.graph.attach import LevelCarrier, PreviousNode
-    from unirag.graph.tree import leaves_beneath
+    from unirag.hierarchy.attach import LevelCarrier, PreviousNode
+    from unirag.hierarchy.tree import leaves_beneath
 
     beneath = leaves_beneath([(n.id, n.layer, n.children) for n in result.nodes])
     previous: dict[int, list[PreviousNode]] = {}
@@ -412,7 +412,7 @@ def _drift_leaves(count: int, start: int = 0) -> list[tuple[str, str, np.ndarray
 
 @pytest.mark.numeric  # clusters fitted with BLAS products
 def test_an_insert_keeps_upper_summaries_within_the_drift_share_and_never_lets_drift_creep() -> None:
-    from unirag.graph.tree import leaves_beneath
+    from unirag.hierarchy.tree import leaves_beneath
 
     config = TreeConfig(method="kmeans", cluster_size=4, max_layers=3)
     base = _drift_leaves(48)

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from tests.fakes import HashEmbedder
-from unirag.graph.attach import AttachPolicy, LevelCarrier, PreviousNode
-from unirag.graph.layered import BuildModels
-from unirag.index.graphrag_communities import GraphragCommunityConfig, build_graphrag_communities
-from unirag.index.hierarchy import EntityGraph, HierarchyResult
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, PreviousNode
+from unirag.hierarchy.layered import BuildModels
+from unirag.hierarchy.graphrag import GraphragCommunityConfig, build_graphrag_communities
+from unirag.hierarchy.communities import EntityGraph, HierarchyResult
 from unirag.progress import Progress
 
 # Clustering (Leiden, GMM, kNN) reads floats: run under every BLAS kernel in CI.
@@ -123,9 +123,9 @@ def _insert(seed: int, share: int) -> tuple[int, int, np.ndarray, list[tuple[int
 def test_leanrag_update_keeps_one_root_at_the_full_builds_level_on_random_inserts() -> None:
     """LeanRAG aggregates up to one root (``root=True``). Its depth is the full build's rule
     applied to the carried layers: the last build's root level, one root there (new nodes
-    join it, :func:`unirag.graph.attach._join_root`), never one stacked above it; on these
+    join it, :func:`unirag.hierarchy.attach._join_root`), never one stacked above it; on these
     corpora that is also the depth of a full build of the final corpus."""
-    from unirag.index.leanrag import build_leanrag
+    from unirag.hierarchy.leanrag import build_leanrag
 
     models = _bottom_up_models()
     for seed in range(4):
@@ -145,7 +145,7 @@ def test_archrag_update_levels_follow_the_full_builds_stop_rule() -> None:
     update applies the same rule to its own layers: every level above the first was clustered
     from at least ``min_nodes`` communities, and it stopped for the first layer with fewer
     (a new level appears on an insert exactly as in a full build: here 1 level, then 2)."""
-    from unirag.index.archrag import ArchragConfig, build_archrag
+    from unirag.hierarchy.archrag import ArchragConfig, build_archrag
 
     models, config, grew = _bottom_up_models(), ArchragConfig(), 0
     for seed in (3, 14, 15, 34, 52, 54):
@@ -166,7 +166,7 @@ def test_tree_update_keeps_one_root_at_the_last_builds_level_on_random_inserts()
     Its full build's depth may flip on a tiny insert (seed 5: 89 leaves, 2 inserted: a full
     build makes 2 layers where the 87 made 3; GMM's BIC chose fewer clusters), which an
     update cannot know without re-clustering every layer; it keeps the root where it was."""
-    from unirag.graph.tree import TreeConfig, build_tree, leaves_beneath
+    from unirag.hierarchy.tree import TreeConfig, build_tree, leaves_beneath
 
     models, config = _bottom_up_models(), TreeConfig(reducer="pca")
     for seed in (4, 5):

@@ -13,9 +13,9 @@ from fakes import HashEmbedder
 from test_graphrag_communities import make_graph, ring_of_cliques, words
 from test_layered import Pairs, ReplyByFirstChild, leaves
 
-from unirag.graph.layered import Ask, BuildModels, Clustering, Layer, Summary, ask_all, build_levels
-from unirag.index.graphrag_communities import ReportElements, SubReport, build_report_context, hierarchical_leiden
-from unirag.index.leanrag import LeanragConfig, _central_order, _Leanrag, _truncated, _unique_per_group
+from unirag.hierarchy.layered import Ask, BuildModels, Clustering, Layer, Summary, ask_all, build_levels
+from unirag.hierarchy.graphrag import ReportElements, SubReport, build_report_context, hierarchical_leiden
+from unirag.hierarchy.leanrag import LeanragConfig, _central_order, _Leanrag, _truncated, _unique_per_group
 from unirag.llm.base import ChatRequest
 from unirag.text.tokenizer import get_tokenizer
 
@@ -193,7 +193,7 @@ def test_truncated_is_the_tokenizer_truncation(text: str, budget: int) -> None:
 def test_kept_line_counts_give_the_same_reports_and_count_only_new_lines(tmp_path) -> None:
     from test_graphrag_communities import chat, user_of
 
-    from unirag.index.graphrag_communities import GraphragCommunityConfig, build_graphrag_communities
+    from unirag.hierarchy.graphrag import GraphragCommunityConfig, build_graphrag_communities
     from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
 
     graph = ring_of_cliques(30, 4)
@@ -244,7 +244,7 @@ def _lines(rng: np.random.Generator, count: int) -> list[str]:
 
 @pytest.mark.parametrize("budget", [3, 40, 400])
 def test_concatenations_are_the_truncated_joins(budget: int) -> None:
-    from unirag.index.leanrag import _concatenations
+    from unirag.hierarchy.leanrag import _concatenations
 
     rng = np.random.default_rng(budget)
     lines = _lines(rng, 120)
@@ -257,7 +257,7 @@ def test_concatenations_are_the_truncated_joins(budget: int) -> None:
 
 
 def test_edge_groups_list_each_cluster_pair_with_its_edges() -> None:
-    from unirag.index.leanrag import _edge_groups
+    from unirag.hierarchy.leanrag import _edge_groups
 
     rng = np.random.default_rng(11)
     edges, labels = rng.integers(0, 30, size=(200, 2)), rng.integers(0, 6, size=30)
@@ -277,7 +277,7 @@ def test_edge_groups_list_each_cluster_pair_with_its_edges() -> None:
 def test_link_digests_are_those_of_each_links_sorted_relation_keys() -> None:
     import hashlib
 
-    from unirag.index.leanrag import _edge_keys, _group_digests
+    from unirag.hierarchy.leanrag import _edge_keys, _group_digests
 
     layer = Layer(["b", "a", "c", "d"], [""] * 4, np.zeros((4, 2), np.float32),
                   edges=np.array([(0, 1), (2, 1), (3, 0), (2, 3)], dtype=np.int64))
@@ -292,7 +292,7 @@ def test_link_digests_are_those_of_each_links_sorted_relation_keys() -> None:
 
 
 def test_archrag_relations_by_group_keep_each_groups_relations_in_order() -> None:
-    from unirag.index.archrag import _Relations
+    from unirag.hierarchy.archrag import _Relations
 
     rng = np.random.default_rng(2)
     ends, weights = rng.integers(0, 40, size=(300, 2)), rng.random(300)
@@ -308,7 +308,7 @@ def test_archrag_relations_by_group_keep_each_groups_relations_in_order() -> Non
 
 
 def test_archrag_knn_union_deduplicated_once_is_the_union_of_deduplicated_sides() -> None:
-    from unirag.index.archrag import ArchragConfig, augment, knn_edges, unique_edges
+    from unirag.hierarchy.archrag import ArchragConfig, augment, knn_edges, unique_edges
 
     rng = np.random.default_rng(4)
     vectors = rng.standard_normal((60, 8)).astype(np.float32)
@@ -321,7 +321,7 @@ def test_archrag_knn_union_deduplicated_once_is_the_union_of_deduplicated_sides(
 def test_hygrag_given_propagated_vectors_builds_the_same_hierarchy() -> None:
     from test_hygrag import random_hybrid, scripted
 
-    from unirag.index.hygrag import HygragConfig, build_hygrag_index, structure_aware_embeddings
+    from unirag.hierarchy.hygrag import HygragConfig, build_hygrag_index, structure_aware_embeddings
 
     hybrid, config = random_hybrid(30, 90, seed=3), HygragConfig()
     z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
@@ -333,7 +333,7 @@ def test_hygrag_given_propagated_vectors_builds_the_same_hierarchy() -> None:
 
 
 def test_a_copied_entity_graph_is_the_one_made_again() -> None:
-    from unirag.index.entity_graph import copy_entity_graph
+    from unirag.hierarchy.entity_graph import copy_entity_graph
 
     ring = ring_of_cliques(3, 3)
     vectors = np.ones((len(ring), 4), np.float32)
@@ -350,7 +350,7 @@ def test_carried_leiden_within_max_levels_is_the_unlimited_hierarchy_cut_there()
 
     from test_graphrag_communities import _cliques
 
-    from unirag.index.graphrag_communities import GraphragCommunityConfig, build_graphrag_communities, carried_leiden
+    from unirag.hierarchy.graphrag import GraphragCommunityConfig, build_graphrag_communities, carried_leiden
 
     config = GraphragCommunityConfig(max_cluster_size=3, max_levels=2)
     before = make_graph(24, _cliques([8, 8, 8], [(0, 8), (8, 16)]))

@@ -98,7 +98,7 @@ def plan_index(
     method names resolve. One-line errors, and nothing is written, on any mistake."""
     from unirag.errors import UniragError
     from unirag.graph.graph_build import parse_graph_list
-    from unirag.index.artifacts import resolve_names
+    from unirag.artifacts.registry import resolve_names
     from unirag.text.loaders import FORMATS
 
     if fmt not in FORMATS:
@@ -428,7 +428,7 @@ class UniRAG:
         query needs was built once, so it answers from them as they are (the loaded ones
         stay loaded until the writer is done) instead of waiting for the writer. Returns
         the artifacts that are behind the corpus (the answer says so), or None to wait."""
-        from unirag.index.artifacts import outdated
+        from unirag.artifacts.registry import outdated
 
         if not self.stale_while_writing or not self.workspace.being_written():
             return None

@@ -130,7 +130,7 @@ def _remember_store(workspace: Path, store: str | None) -> None:
     and the directory holds no SQLite store (a workspace this command created), so that every later command finds its tables; never a password (a
     note says where libpq reads it from instead)."""
     from unirag.config import SETTINGS_FILE, environment, read_settings_file
-    from unirag.index.settings_template import settings_yaml, with_store
+    from unirag.artifacts.settings_template import settings_yaml, with_store
     from unirag.store.location import STORE_FILE, without_password
 
     path = workspace / SETTINGS_FILE
@@ -226,7 +226,7 @@ def init(directory: Annotated[Path, typer.Argument(help="workspace directory to 
     """Create a workspace with a settings file (unirag.yaml) listing every setting with its default
     (``--store``: written into it, and the tables created there)."""
     from unirag.config import SETTINGS_FILE
-    from unirag.index.settings_template import settings_yaml, with_store
+    from unirag.artifacts.settings_template import settings_yaml, with_store
     from unirag.workspace import Workspace
 
     from unirag.store.location import without_password

@@ -105,7 +105,7 @@ def _empty_target(dst: Workspace, replace: bool) -> None:
 def _ensure_tables(workspace: Workspace) -> None:
     """Every component's tables, so a table one store lacks (never built) exists on both."""
     from unirag.graph.graph_store import GraphStore
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     GraphStore(workspace)
     CommunityStore(workspace)
@@ -271,7 +271,7 @@ def _ids_file(entry: dict[str, Any]) -> str:
 # -- settings ------------------------------------------------------------------------
 def _switch_settings(root: Path, target: str) -> None:
     """Point the workspace's settings file at the target (other lines untouched)."""
-    from unirag.index.settings_template import with_store
+    from unirag.artifacts.settings_template import with_store
 
     path = root / SETTINGS_FILE
     text = path.read_text(encoding="utf-8") if path.is_file() else ""

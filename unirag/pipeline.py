@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unirag.graph.corpus import IngestReport, ingest, release_sources
+from unirag.ingest import IngestReport, ingest, release_sources
 from unirag.config import Settings
 from unirag.errors import SourceError, WorkspaceError
 from unirag.executors import executor_for
-from unirag.index.artifacts import BuildContext, built_artifacts, ensure_artifacts, outdated
+from unirag.artifacts.registry import BuildContext, built_artifacts, ensure_artifacts, outdated
 from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack, run_by
 from unirag.progress import Progress
@@ -32,7 +32,7 @@ from unirag.text.types import Document
 from unirag.workspace import Workspace, delete_target_keys
 
 if TYPE_CHECKING:  # the cost model imports the LLM extractor: a query needs neither
-    from unirag.index.cost import CostEstimate
+    from unirag.artifacts.cost import CostEstimate
 
 
 @dataclass
@@ -82,7 +82,7 @@ def run_index(
 ) -> IndexReport:
     """Add the sources to the workspace and bring the chunk artifacts, the
     requested graphs (default: ``graph.graphs``) and ``artifacts`` (names or
-    aliases of :mod:`unirag.index.artifacts`) up to date.
+    aliases of :mod:`unirag.artifacts.registry`) up to date.
 
     ``rebuild`` re-chunks from scratch, but only once a first batch of the new
     sources has loaded: a mistyped path never wipes the corpus. ``documents``
@@ -160,8 +160,8 @@ def estimate_index(
 ) -> CostEstimate:
     """The LLM calls and prompt tokens :func:`run_index` with the same arguments would spend,
     from the corpus (the sources chunked in memory: nothing is written) and the configs."""
-    from unirag.graph.corpus import incoming_chunks
-    from unirag.index.cost import estimate_index_cost
+    from unirag.ingest import incoming_chunks
+    from unirag.artifacts.cost import estimate_index_cost
 
     incoming = incoming_chunks(workspace, sources, settings, fmt, rebuild) if sources else []
     return estimate_index_cost(workspace, settings, chat, index_targets(workspace, settings, graphs, artifacts),
@@ -195,7 +195,7 @@ class DeleteReport:
 def _drop_derived(workspace: Workspace) -> None:
     """An emptied corpus: no graph, communities, tree or index files remain."""
     from unirag.graph.graph_store import GraphStore
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     GraphStore(workspace).clear_derived()
     CommunityStore(workspace).clear()

@@ -1,4 +1,3 @@
-"""Index construction: the artifact registry and what it builds from the graphs and chunks:
-vector indices (HNSW, pgvector), BM25 and TF-IDF, the community hierarchies (GraphRAG,
-ArchRAG with C-HNSW, HyGRAG, LeanRAG), synonym edges, LinearRAG's Tri-Graph, and the cost
-estimate of an indexing run."""
+"""Index primitives the hierarchies and the artifact registry build on: vector indices
+(HNSW, pgvector), kNN lists, BM25 and TF-IDF, token counts, synonym edges and
+LinearRAG's Tri-Graph."""

@@ -1,7 +1,7 @@
 """Nearest-neighbour lists that an update continues instead of recomputing: ArchRAG's kNN augmentation.
 
 ArchRAG augments each layer's graph with every node's k most similar nodes
-(module :mod:`unirag.index.archrag`). Over the 36k entities of the 2Wiki corpus
+(module :mod:`unirag.hierarchy.archrag`). Over the 36k entities of the 2Wiki corpus
 that is a 36k x 36k product, the largest CPU cost of an insert of 1 % more
 passages, for lists that change in a few hundred rows.
 

@@ -25,7 +25,7 @@ from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.spec import Count, Level, OperatorSpec
 
 if TYPE_CHECKING:
-    from unirag.index.hierarchy import Community
+    from unirag.hierarchy.communities import Community
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def community_layer(
     """Every community of one level (GraphRAG global; survey §6.1 community ② Layer).
 
     Levels are top-down (C0 = roots). ``partition: true`` (GraphRAG's roll-up
-    and :func:`~unirag.index.graphrag_communities.level_partition`): the
+    and :func:`~unirag.hierarchy.graphrag.level_partition`): the
     communities of ``level`` plus the leaves of coarser levels, so every
     entity is covered exactly once; ``partition: false``: every community at
     a level <= ``level`` (the survey's literal wording). ``skip_singletons``

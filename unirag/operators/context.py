@@ -20,7 +20,7 @@ from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
     from unirag.index.bm25 import Bm25Index
-    from unirag.index.hierarchy import Community
+    from unirag.hierarchy.communities import Community
     from unirag.index.synonyms import SynonymEdges
     from unirag.index.tri_graph import TriGraph
     from unirag.index.tfidf import TfidfIndex
@@ -172,7 +172,7 @@ class Resources:
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
-        from unirag.index.community_store import CommunityStore
+        from unirag.hierarchy.community_store import CommunityStore
 
         return self._artifact(
             f"communities:{hierarchy}",

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 import numpy as np
 
 from unirag.errors import MethodError, WorkspaceError
-from unirag.index.artifacts import chnsw_name, tree_names
+from unirag.artifacts.registry import chnsw_name, tree_names
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.spec import Count, CountOrZero, Level, OperatorSpec
 
 if TYPE_CHECKING:
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
     from unirag.index.vectors import VectorIndex
     from unirag.operators.graph_index import GraphIndex
 
@@ -208,7 +208,7 @@ def tree_collapsed(state: QueryState, top_k: Count = 4, tree: str = "") -> list[
 
 
 def _chnsw(resources: Resources, hierarchy: str) -> CHnswIndex:
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
 
     key = chnsw_name(hierarchy)
     return loaded(resources, key, (key,),
@@ -429,7 +429,7 @@ class LeanragTree:
 
 
 def _leanrag_tree(resources: Resources) -> LeanragTree:
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     def build() -> LeanragTree:
         parent = {child: c.id for c in resources.communities("leanrag").values() for child in c.children}

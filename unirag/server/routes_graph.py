@@ -20,7 +20,7 @@ from unirag.server.graph_pages import graph_page
 from unirag.server.state import ServerState, graph_artifacts
 
 if TYPE_CHECKING:
-    from unirag.index.hierarchy import Community
+    from unirag.hierarchy.communities import Community
 
 State = Annotated[ServerState, Depends(server_state)]
 Limit = Annotated[int, Query(ge=1, description="items per page (at most the server's max_page)")]
@@ -96,7 +96,7 @@ def with_communities(state: ServerState, page: dict[str, Any], hierarchy: str, l
 
 def built_communities(state: ServerState, hierarchy: str) -> list[Community]:
     """Every community of a built hierarchy; 404 naming the built ones (the name never reaches a path)."""
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.community_store import CommunityStore
 
     workspace = state.rag.workspace
     built = sorted(name.split(":", 1)[1] for name in workspace.manifest() if name.startswith("communities:"))

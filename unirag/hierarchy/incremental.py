@@ -3,7 +3,7 @@
 A hierarchy (ArchRAG, HyGRAG, LeanRAG, the RAPTOR tree) whose inputs changed
 is rebuilt through its layered loop either way; what differs is whether each
 level is clustered afresh or carried over from the last build with the new
-leaves attached (:mod:`unirag.graph.attach`). Carrying is chosen when
+leaves attached (:mod:`unirag.hierarchy.attach`). Carrying is chosen when
 
 * ``index.update`` is ``attach`` (the default),
 * the last build used the same hierarchy config and models, and its leaf list
@@ -12,7 +12,7 @@ leaves attached (:mod:`unirag.graph.attach`). Carrying is chosen when
   ``index.rebuild_share`` of that build's leaves (default 0.2): attachment
   never re-clusters, so after much change the clusters drift from what the
   algorithm would find, and a full build restores them. The levels follow a
-  full build's rules (see "Levels" in :mod:`unirag.graph.attach`).
+  full build's rules (see "Levels" in :mod:`unirag.hierarchy.attach`).
 
 The decision and its figures go into the artifact's manifest entry
 (``update``) and ``unirag stats``.
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from unirag.config import Settings
-from unirag.graph.attach import LevelCarrier, PreviousNode
+from unirag.hierarchy.attach import LevelCarrier, PreviousNode
 from unirag.workspace import Workspace, atomic_write_bytes
 
 

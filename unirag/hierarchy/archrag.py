@@ -93,7 +93,7 @@ Decisions:
   4); a clustering with no community of two or more members ends the build,
   and so does a level that is one community of every node (the root). The
   loop itself is the one every layered hierarchy shares
-  (:func:`unirag.graph.layered.build_levels`); this module supplies its steps.
+  (:func:`unirag.hierarchy.layered.build_levels`); this module supplies its steps.
 
 :func:`archrag_partition` runs steps 1-3 on the entity graph only (no LLM),
 and :func:`community_quality` computes the paper's two quality metrics
@@ -109,14 +109,15 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, labels_of
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
-from unirag.index.hierarchy import (
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     EntityGraph,
@@ -124,7 +125,9 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
-from unirag.index.knn_update import NeighbourLists, exact_lists, nearest_lists
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
+from unirag.index.knn_update import (NeighbourLists, exact_lists, load_neighbour_lists, nearest_lists,
+                                    save_neighbour_lists)
 from unirag.index.unique_ints import unique_ints
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary
@@ -933,3 +936,43 @@ def build_archrag_communities(
 ) -> HierarchyResult:
     """:func:`build_archrag`'s hierarchy alone."""
     return build_archrag(graph, models, config, carrier)[0]
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: ArchragConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """Attributed communities over the merged graph with its entity vectors."""
+    graph = inputs.entity_graph(True)
+    carrier = make_carrier(graph.ids)
+    # The kNN augmentation's lists: an update continues them (economy only: a lost file recomputes).
+    lists_file = inputs.workspace.artifact_path(f"communities.{name}.knn.npz")
+    previous = load_neighbour_lists(lists_file) if carrier is not None else None
+    result, lists = build_archrag(graph, inputs.models, config, carrier, previous)
+    if lists:
+        save_neighbour_lists(lists_file, lists)
+    return result, graph.ids
+
+
+def _cost(config: ArchragConfig) -> CostShape:
+    size = config.spectral_cluster_size if config.clustering == "spectral" else (config.max_community_size or 15)
+    return CostShape(size, config.min_nodes, config.max_levels, config.max_input_tokens)
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=ArchragConfig,
+    build=_build,
+    prompts=(PROMPT,),
+    needs=("graph", "entity_vectors"),
+    cost=_cost,
+    description="ArchRAG attributed communities (kNN-augmented weighted Leiden) with LLM summaries",
+    operators=("archrag.hierarchical",),
+    # the paper's ablations ("Ablation study"): "Spec.", "Spec. (No Aug)", "Leiden"
+    variants=MappingProxyType({
+        "archrag-spectral": MappingProxyType({"clustering": "spectral"}),
+        "archrag-spectral-noaug": MappingProxyType({"clustering": "spectral", "augment": "none"}),
+        "archrag-leiden": MappingProxyType({"augment": "none", "edge_weight": "relation"}),
+    }),
+)

@@ -1,6 +1,6 @@
 """One loop for every layered summary hierarchy: cluster a layer, summarise its groups, embed, go up.
 
-RAPTOR's tree (:mod:`unirag.graph.tree`) and the community hierarchies of
+RAPTOR's tree (:mod:`unirag.hierarchy.tree`) and the community hierarchies of
 ArchRAG, HyGRAG and LeanRAG (``unirag.index``) are built the same way
 (survey §4-5): the nodes of a layer are clustered, every group gets a summary
 (one model call, or an extractive stand-in), the summaries are embedded, and
@@ -42,7 +42,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
-from unirag.graph.attach import LevelCarrier
+from unirag.hierarchy.attach import LevelCarrier
 from unirag.llm.base import ChatModel, ChatRequest, EmbeddingModel, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.progress import Progress
@@ -323,7 +323,7 @@ class LayeredAlgorithm(ABC, Generic[L, C, R]):
     embed_batch: int | None = None  # texts per embedding call (None: one call per level)
     max_levels: int
     summed: tuple[str, ...] = ()  # per-level extras also totalled in the stats
-    # Set for an incremental update (``unirag.graph.attach``): ``cluster`` takes each level's
+    # Set for an incremental update (``unirag.hierarchy.attach``): ``cluster`` takes each level's
     # groups from the previous build where it had that level, instead of clustering afresh.
     carrier: LevelCarrier | None = None
 

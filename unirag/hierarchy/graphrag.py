@@ -88,9 +88,10 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
-from unirag.index.hierarchy import Community, EntityGraph, HierarchyResult, community_id
-from unirag.index.line_tokens import LineTokens
+from unirag.hierarchy.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
+from unirag.hierarchy.communities import Community, EntityGraph, HierarchyResult, community_id
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
+from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
 
 HIERARCHY = "graphrag"
 STAGE = "index.graphrag.report"
@@ -275,7 +276,7 @@ def carried_leiden(
     """
     from scipy.sparse import coo_matrix
 
-    from unirag.graph.attach import AttachPolicy, attach_targets
+    from unirag.hierarchy.attach import AttachPolicy, attach_targets
 
     n = len(graph)
     row = {entity: i for i, entity in enumerate(graph.ids)}
@@ -914,7 +915,7 @@ def build_graphrag_communities(
 
     The clustering is top-down and all at once, and reports go leaves first
     (by height, across levels), so this builder uses only the summary step and
-    the counters of :mod:`unirag.graph.layered`, not its bottom-up loop.
+    the counters of :mod:`unirag.hierarchy.layered`, not its bottom-up loop.
     ``models.chat=None`` is the zero-LLM path: every report is extractive
     (title from the most connected members, summary from their descriptions).
 
@@ -997,3 +998,35 @@ def _community(graph: EntityGraph, nodes: list[_Node], node: _Node) -> Community
         rating=report.rating,
         payload=payload,
     )
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: GraphragCommunityConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """Hierarchical Leiden with reports over the merged graph; an update re-reports only what changed."""
+    graph = inputs.entity_graph(False)
+    carrier = make_carrier(graph.ids)
+    # the carrier holds the last build's communities (by level, in the store's order): not loaded twice
+    previous = [node.record for nodes in carrier.previous.values() for node in nodes] \
+        if carrier is not None else None
+    # context lines' token counts: an update counts only lines the last builds did not (a full build afresh)
+    tokens_file = inputs.workspace.artifact_path(f"communities.{name.replace(':', '.')}.line_tokens.npz")
+    line_tokens = load_line_tokens(tokens_file, inputs.models.tokenizer.name) if carrier is not None \
+        else LineTokens(inputs.models.tokenizer.name)
+    result = build_graphrag_communities(graph, inputs.models, config, previous, line_tokens)
+    save_line_tokens(tokens_file, line_tokens)
+    return result, graph.ids
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=GraphragCommunityConfig,
+    build=_build,
+    prompts=(PROMPT,),
+    needs=("graph",),
+    cost=lambda config: CostShape(config.max_cluster_size, 2, config.max_levels, config.max_context_tokens),
+    description="GraphRAG hierarchical Leiden communities C0..Cn with LLM reports",
+    operators=("community.entity", "community.layer", "community.vdb"),
+)

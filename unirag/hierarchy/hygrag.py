@@ -82,7 +82,7 @@ fewer than ``S_min`` nodes (it would be one undersized bucket); when a layer
 came out as one bucket (its summary is the root); when bucketing would not
 reduce the node count (``stats["stop_reason"]``: ``max_levels``,
 ``small_layer``, ``root``, ``no_reduction``). The loop is the one every
-layered hierarchy shares (:func:`unirag.graph.layered.build_levels`).
+layered hierarchy shares (:func:`unirag.hierarchy.layered.build_levels`).
 
 Membership: ``Community.children`` are the member ids one level down (hybrid
 node ids, chunk and entity, at level 1; community ids above);
@@ -108,10 +108,10 @@ from typing import Any
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
-from unirag.index.hierarchy import (
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     EntityGraph,
@@ -119,6 +119,9 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
+from unirag.config import config_hash
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier, config_dict
+from unirag.index.vector_artifacts import index_given_vectors, load_vectors
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary as parse_summary
 from unirag.text.sentences import first_sentence
@@ -734,3 +737,44 @@ def build_hygrag_index(
         adjacency=hybrid.adjacency,
     )
     return bottom_up_result(HIERARCHY, build_levels(_Hygrag(config, models, carrier), layer, models, stats))
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: HygragConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """LSH buckets over the hybrid graph; also writes ``hygrag_node_vectors`` (its leaves' embeddings)."""
+    workspace = inputs.workspace
+    chunk_ids, chunk_vectors = load_vectors(workspace, "chunk_vectors", "chunk_vectors")
+    texts = {chunk.id: chunk.indexed_text for chunk in workspace.iter_chunks()}
+    hybrid = hybrid_graph_from(
+        inputs.entity_graph(True), list(chunk_ids), [texts[c] for c in chunk_ids],
+        np.asarray(chunk_vectors, dtype=np.float32), inputs.store.load_chunk_links("hybrid"),
+    )
+    # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): the hierarchy's
+    # leaves, computed once for both.
+    z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
+                                   config.propagation_self_weight)
+    result = build_hygrag_index(hybrid, inputs.models, config, make_carrier(hybrid.node_ids), z)
+    index_given_vectors(
+        workspace, "hygrag_node_vectors", "hygrag_node_vectors", hybrid.node_ids, z,
+        config_hash({"nodes": hybrid.node_ids, "config": config_dict(config),
+                     **inputs.inputs_of("chunk_vectors", "entity_vectors")}),
+        inputs.embedder, inputs.progress,
+    )
+    return result, hybrid.node_ids
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=HygragConfig,
+    build=_build,
+    prompts=(PROMPT,),
+    needs=("graph", "entity_vectors", "chunk_vectors", "chunk_links:hybrid"),
+    cost=lambda config: CostShape(max(2, round(math.sqrt(config.s_min * config.s_max))), config.s_min,
+                                  config.max_layers, config.max_input_tokens),
+    description="HyGRAG LSH bucket hierarchy over the hybrid graph with LLM summaries",
+    operators=("hygrag.retrieve",),
+    chunk_leaves=True,
+)

@@ -11,11 +11,13 @@ search, so it needs no all-pairs nearest-neighbour computation.
 
 Vectors are L2-normalised float32 (rows are normalised on input); distance = 1 - cosine.
 Scores returned are cosine similarities. The numba kernels live in
-``unirag.index.chnsw_kernels``, imported (and, on a fresh checkout, compiled) at the first
+``unirag.hierarchy.chnsw_kernels``, imported (and, on a fresh checkout, compiled) at the first
 build or search, never at import time.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import json
 from collections.abc import Sequence
@@ -34,9 +36,18 @@ META_FILE = "chnsw.json"
 _NORM_TOLERANCE = 1e-6
 
 
+@dataclass(frozen=True)
+class CHnswConfig:
+    """C-HNSW parameters (ArchRAG's experiments: M = 32, efConstruction = 100)."""
+
+    m: int = 32
+    ef_construction: int = 100
+    seed: int = 0
+
+
 def _kernels() -> ModuleType:
     """The numba kernel module (imported on first use: loading numba costs ~0.5 s)."""
-    from unirag.index import chnsw_kernels
+    from unirag.hierarchy import chnsw_kernels
 
     return chnsw_kernels
 

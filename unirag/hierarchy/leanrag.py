@@ -23,7 +23,7 @@ bottom-up, in four steps:
    are the next layer's nodes and edges.
 
 The loop is the one every layered hierarchy shares
-(:func:`unirag.graph.layered.build_levels`); this module supplies the steps.
+(:func:`unirag.hierarchy.layered.build_levels`); this module supplies the steps.
 
 Decisions the paper leaves open (documented where implemented):
 
@@ -96,10 +96,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier, labels_of
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
-from unirag.index.hierarchy import (
+from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
     EntityGraph,
@@ -107,7 +107,10 @@ from unirag.index.hierarchy import (
     bottom_up_result,
     level_communities,
 )
-from unirag.index.leanrag_links import LinkBasis, PreviousLinks, previous_link_levels, relation_hashes
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.leanrag_links import (LinkBasis, PreviousLinks, link_bases_name, load_link_bases,
+                                            previous_link_levels, relation_hashes, save_link_bases)
+from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all
 from unirag.prompts.prompt import Prompt
@@ -152,7 +155,7 @@ class LeanragConfig:
     max_input_tokens: int = 2000
     seed: int = 224
     # An update keeps an aggregated relation's description while at most this share of the
-    # relations it was written from changed (see unirag.index.leanrag_links); 0: only unchanged.
+    # relations it was written from changed (see unirag.hierarchy.leanrag_links); 0: only unchanged.
     relink_share: float = 0.1
 
     def tau_for(self, level: int) -> int:
@@ -194,7 +197,7 @@ def _reduce(x: np.ndarray, config: LeanragConfig) -> np.ndarray:
         return x
     # UMAP's spectral initialisation needs n_components < n - 1; smaller layers use PCA.
     if config.reducer == "umap" and n > dims + 2:
-        from unirag.graph.jit_cache import cached_umap
+        from unirag.hierarchy.jit_cache import cached_umap
 
         reducer = cached_umap().UMAP(n_neighbors=max(2, min(UMAP_NEIGHBORS, n - 1)), n_components=dims, metric="cosine",
                             random_state=config.seed, n_jobs=1)
@@ -620,7 +623,7 @@ def _aggregate_relations(
     relations beneath each pair. ``previous`` (an incremental update: the last
     build's links of this level) keeps the description of a pair whose
     relations are unchanged, or changed by at most ``config.relink_share``
-    since that description was written (:mod:`unirag.index.leanrag_links`),
+    since that description was written (:mod:`unirag.hierarchy.leanrag_links`),
     without a call, as communities whose members did not change keep their
     summaries.
     """
@@ -800,3 +803,33 @@ def parents(result: HierarchyResult) -> dict[str, str]:
     """Child id -> parent id over the whole hierarchy: base entity -> level-1
     aggregated entity, and level-i entity -> level-(i+1) entity (the top has none)."""
     return {child: community.id for community in result.communities for child in community.children}
+
+
+# -- the spec ----------------------------------------------------------------------
+
+
+def _build(inputs: BuildInputs, name: str, config: LeanragConfig,
+           make_carrier: MakeCarrier) -> tuple[HierarchyResult, list[str]]:
+    """GMM aggregation over the merged graph; an update re-writes only relations whose basis changed."""
+    graph = inputs.entity_graph(True)
+    carrier = make_carrier(graph.ids)
+    bases_file = inputs.workspace.artifact_path(link_bases_name(HIERARCHY))
+    previous = previous_link_levels(CommunityStore(inputs.workspace).load_links(HIERARCHY),
+                                    load_link_bases(bases_file)) if carrier is not None else None
+    result, records = build_leanrag(graph, inputs.models, config, carrier, previous)
+    save_link_bases(bases_file, records)
+    return result, graph.ids
+
+
+SPEC = HierarchySpec(
+    name=HIERARCHY,
+    settings=LeanragConfig,
+    build=_build,
+    prompts=(ENTITY_PROMPT, RELATION_PROMPT),
+    needs=("graph", "entity_vectors"),
+    # an aggregated entity per cluster, and about as many inter-cluster relation summaries
+    cost=lambda config: CostShape(config.cluster_size, 2, config.max_layers, config.max_input_tokens,
+                                  calls_per_group=2),
+    description="LeanRAG GMM aggregation: aggregated entities and inter-cluster relations",
+    operators=("leanrag.lca",),
+)

@@ -18,14 +18,16 @@ descriptions over ``graph.description_max_tokens``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.config import Settings
 from unirag.graph.extract_llm import LlmExtractor, plan_groups
 from unirag.graph.graph_store import GraphStore
-from unirag.index.artifacts import HIERARCHY_VARIANTS, TREE_VARIANTS, build_order, hierarchy_base, hierarchy_config
+from unirag.artifacts.registry import TREE_VARIANTS, build_order
+from unirag.hierarchy.registry import hierarchy_variants, spec_of
+from unirag.hierarchy.spec import CostShape, hierarchy_config
 from unirag.llm.base import ChatModel
 from unirag.prompts.prompt import PromptLibrary
 from unirag.text.tokenizer import get_tokenizer
@@ -162,18 +164,6 @@ def _entity_count(workspace: Workspace | None, corpus: _Corpus, stored_chunks: i
     return max(1, corpus.tokens // ENTITY_TOKENS)
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """How a builder groups its leaves: the typical group size, when a layer is too small to
-    group again, how many levels at most, the cap on a summary prompt's input, calls per group."""
-
-    size: int
-    min_nodes: int
-    max_levels: int
-    max_input: int
-    calls_per_group: int = 1
-
-
 def _behind(workspace: Workspace, name: str) -> int:
     """Chunks the stored artifact ``name`` has not seen yet (added or removed since its build):
     after a killed run (a sync, a delete) they are stored already, so they are not incoming,
@@ -210,50 +200,20 @@ def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, ca
 
 
 def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,
-                      entities: int) -> tuple[int, int, _Shape | None]:
+                      entities: int) -> tuple[int, int, CostShape | None]:
     """(leaves, tokens of a leaf in a prompt, grouping shape) of artifact ``name``."""
     if name == "tree" or name.startswith("tree:"):
-        from unirag.graph.tree import TreeConfig
+        from unirag.hierarchy.tree import TreeConfig
 
         tree = settings.graph.tree.model_copy(update=TREE_VARIANTS.get(name.partition(":")[2], {}))
         average = corpus.tokens // max(1, len(corpus.chunks))
-        return len(corpus.chunks), average, _Shape(tree.cluster_size, tree.min_layer_size, tree.max_layers,
+        return len(corpus.chunks), average, CostShape(tree.cluster_size, tree.min_layer_size, tree.max_layers,
                                                    TreeConfig().max_cluster_tokens)
     if not name.startswith("communities:"):
         return 0, 0, None
     variant = name.partition(":")[2]
-    base = hierarchy_base(variant)
-    preset = HIERARCHY_VARIANTS.get(variant, ("", {}))[1]
-    shape = _HIERARCHY_SHAPES[base](hierarchy_config(settings, base, _config_class(base), preset))
-    leaves = entities + len(corpus.chunks) if base == "hygrag" else entities
+    spec = spec_of(variant)
+    preset = hierarchy_variants().get(variant, ("", {}))[1]
+    shape = spec.cost(hierarchy_config(settings, spec.name, spec.settings, preset))
+    leaves = entities + len(corpus.chunks) if spec.chunk_leaves else entities
     return leaves, LEAF_MEMBER_TOKENS, shape
-
-
-def _config_class(base: str) -> type:
-    from unirag.index.settings_template import hierarchy_configs
-
-    return hierarchy_configs()[base]
-
-
-def _graphrag_shape(config: Any) -> _Shape:
-    return _Shape(config.max_cluster_size, 2, config.max_levels, config.max_context_tokens)
-
-
-def _archrag_shape(config: Any) -> _Shape:
-    size = config.spectral_cluster_size if config.clustering == "spectral" else (config.max_community_size or 15)
-    return _Shape(size, config.min_nodes, config.max_levels, config.max_input_tokens)
-
-
-def _hygrag_shape(config: Any) -> _Shape:
-    return _Shape(max(2, round(math.sqrt(config.s_min * config.s_max))), config.s_min, config.max_layers,
-                  config.max_input_tokens)
-
-
-def _leanrag_shape(config: Any) -> _Shape:
-    # An aggregated entity per cluster, and about as many inter-cluster relation summaries.
-    return _Shape(config.cluster_size, 2, config.max_layers, config.max_input_tokens, calls_per_group=2)
-
-
-_HIERARCHY_SHAPES: dict[str, Callable[[Any], _Shape]] = {
-    "graphrag": _graphrag_shape, "archrag": _archrag_shape, "hygrag": _hygrag_shape, "leanrag": _leanrag_shape,
-}

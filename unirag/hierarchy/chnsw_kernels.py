@@ -1,6 +1,6 @@
 """Numba kernels of C-HNSW (ArchRAG): beam search in one layer, hierarchical search, construction.
 
-Imported only by ``unirag.index.chnsw`` when an index is built or searched, so importing
+Imported only by ``unirag.hierarchy.chnsw`` when an index is built or searched, so importing
 ``unirag`` never loads numba. Every kernel is ``cache=True``: the first call in a fresh
 checkout compiles (tens of seconds), later processes load machine code from ``__pycache__``
 (a second or so). Public kernels release the GIL, so threads can search at once.

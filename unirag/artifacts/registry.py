@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,31 +25,21 @@ import numpy as np
 from unirag.config import Settings, config_hash
 from unirag.executors import model_call_parallelism
 from unirag.errors import ConfigError, WorkspaceError
+from unirag.hierarchy.attach import PreviousNode
+from unirag.hierarchy.chnsw import CHnswConfig
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.incremental import UpdatePlan, plan_update, record_leaves
+from unirag.hierarchy.registry import hierarchy_registry, hierarchy_variants, spec_of
+from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
 from unirag.store.bulk_load import collector_paused, heap_kept, survivors_frozen
 from unirag.workspace import Workspace
 
-HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
-
-# Variants built beside a default artifact, for the papers' ablations. Each is the
-# base builder with a preset that wins over the user's settings for the keys it
-# names; they are built when a method (or ``--index NAME``) asks, never by ``all``.
-HIERARCHY_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    # ArchRAG ablations (paper 000, "Ablation study"): "Spec.", "Spec. (No Aug)", "Leiden".
-    "archrag-spectral": ("archrag", {"clustering": "spectral"}),
-    "archrag-spectral-noaug": ("archrag", {"clustering": "spectral", "augment": "none"}),
-    "archrag-leiden": ("archrag", {"augment": "none", "edge_weight": "relation"}),
-}
 TREE_VARIANTS: dict[str, dict[str, Any]] = {
     "kmeans": {"method": "kmeans"},  # RAPTOR-K (survey §7, Table 6): K-means instead of GMM
 }
-
-
-def hierarchy_base(name: str) -> str:
-    """The builder a hierarchy (or hierarchy variant) uses: ``archrag-spectral`` -> ``archrag``."""
-    return HIERARCHY_VARIANTS[name][0] if name in HIERARCHY_VARIANTS else name
 
 
 def chnsw_name(hierarchy: str) -> str:
@@ -138,7 +128,7 @@ def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
 
 def _tree(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.graph.graph_build import build_tree_artifact
+        from unirag.artifacts.tree import build_tree_artifact
 
         return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress,
                                    name=tree_names(variant)[0], preset=TREE_VARIANTS.get(variant))
@@ -156,7 +146,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        from unirag.index import entity_graph
+        from unirag.hierarchy import entity_graph
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
@@ -206,28 +196,6 @@ def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
     return build
 
 
-def hierarchy_config(settings: Settings, name: str, config_cls: type, preset: dict[str, Any] | None = None) -> Any:
-    """The builder's config dataclass with ``index.<name>`` overrides applied, then a
-    variant's ``preset`` (which must win: an ablation that a setting could undo is none)."""
-    overrides = {**getattr(settings.index, name), **(preset or {})}
-    known = {f.name for f in fields(config_cls)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ConfigError(f"index.{name}: unknown setting {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    try:
-        config = config_cls(**overrides)
-        validate = getattr(config, "validate", None)
-        if callable(validate):
-            validate()
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"index.{name}: {exc}") from None
-    return config
-
-
-def _config_dict(config: Any) -> dict[str, Any]:
-    return {f.name: getattr(config, f.name) for f in fields(config)}
-
-
 def summary_chat(ctx: BuildContext) -> Any:
     """The chat model for community summaries, or None on the zero-LLM path."""
     if ctx.settings.index.resolved_summarizer(ctx.settings.chat) == "extractive":
@@ -237,7 +205,7 @@ def summary_chat(ctx: BuildContext) -> Any:
 
 def summary_models(ctx: BuildContext) -> Any:
     """What a hierarchy builder calls: the summary chat model (or None), the embedder, the run's settings."""
-    from unirag.graph.layered import BuildModels
+    from unirag.hierarchy.layered import BuildModels
 
     return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
                        ctx.settings.chat.temperature, ctx.progress,
@@ -248,7 +216,7 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     """The merged graph as an ``EntityGraph`` (with the entity vectors when asked). Made once
     per merged graph and copied for each hierarchy (four read it in one build), so a builder
     that changed its copy could not change another's."""
-    from unirag.index.entity_graph import copy_entity_graph, to_entity_graph
+    from unirag.hierarchy.entity_graph import copy_entity_graph, to_entity_graph
     from unirag.index.vector_artifacts import load_vectors
 
     merged = ctx.store.shared_graph()
@@ -265,207 +233,81 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     return copy_entity_graph(ctx._entity_graph[1], vectors)
 
 
-MakeCarrier = Callable[[list[str]], Any]  # the current leaves -> a LevelCarrier, or None to cluster afresh
-
-
-def _run_graphrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.graphrag_communities import (
-        GraphragCommunityConfig,
-        build_graphrag_communities,
-    )
-
-    config = hierarchy_config(ctx.settings, "graphrag", GraphragCommunityConfig, preset)
-
-    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
-
-        graph = _load_entity_graph(ctx, with_vectors=False)
-        carrier = make_carrier(graph.ids)
-        models = summary_models(ctx)
-        # the carrier holds the last build's communities (by level, in the store's order): not loaded twice
-        previous = [node.record for nodes in carrier.previous.values() for node in nodes] \
-            if carrier is not None else None
-        # context lines' token counts: an update counts only lines the last builds did not (a full build afresh)
-        tokens_file = ctx.workspace.artifact_path(f"communities.{name.replace(':', '.')}.line_tokens.npz")
-        line_tokens = load_line_tokens(tokens_file, models.tokenizer.name) if carrier is not None \
-            else LineTokens(models.tokenizer.name)
-        result = build_graphrag_communities(graph, models, config, previous, line_tokens)
-        save_line_tokens(tokens_file, line_tokens)
-        return result, graph.ids
-
-    return config, run
-
-
-def _run_archrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.archrag import ArchragConfig, build_archrag
-    from unirag.index.knn_update import load_neighbour_lists, save_neighbour_lists
-
-    config = hierarchy_config(ctx.settings, "archrag", ArchragConfig, preset)
-
-    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        graph = _load_entity_graph(ctx, with_vectors=True)
-        carrier = make_carrier(graph.ids)
-        # The kNN augmentation's lists: an update continues them (economy only: a lost file recomputes).
-        lists_file = ctx.workspace.artifact_path(f"communities.{name}.knn.npz")
-        previous = load_neighbour_lists(lists_file) if carrier is not None else None
-        result, lists = build_archrag(graph, summary_models(ctx), config, carrier, previous)
-        if lists:
-            save_neighbour_lists(lists_file, lists)
-        return result, graph.ids
-
-    return config, run
-
-
-def _run_hygrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.hygrag import (
-        HygragConfig,
-        build_hygrag_index,
-        hybrid_graph_from,
-        structure_aware_embeddings,
-    )
-    from unirag.index.vector_artifacts import index_given_vectors, load_vectors
-
-    config = hierarchy_config(ctx.settings, "hygrag", HygragConfig, preset)
-
-    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        chunk_ids, chunk_vectors = load_vectors(ctx.workspace, "chunk_vectors", "chunk_vectors")
-        texts = {chunk.id: chunk.indexed_text for chunk in ctx.workspace.iter_chunks()}
-        hybrid = hybrid_graph_from(
-            _load_entity_graph(ctx, with_vectors=True), list(chunk_ids), [texts[c] for c in chunk_ids],
-            np.asarray(chunk_vectors, dtype=np.float32), ctx.store.load_chunk_links("hybrid"),
-        )
-        # HyGRAG retrieves entities by their structure-aware embeddings (Eq. 16): the hierarchy's
-        # leaves, computed once for both.
-        z = structure_aware_embeddings(hybrid.vectors, hybrid.adjacency, config.propagation_iterations,
-                                       config.propagation_self_weight)
-        result = build_hygrag_index(hybrid, summary_models(ctx), config, make_carrier(hybrid.node_ids), z)
-        index_given_vectors(
-            ctx.workspace, "hygrag_node_vectors", "hygrag_node_vectors", hybrid.node_ids, z,
-            config_hash({"nodes": hybrid.node_ids, "config": _config_dict(config), **ctx.inputs_of("chunk_vectors",
-                                                                                                  "entity_vectors")}),
-            ctx.models.embedder.name, ctx.progress,
-        )
-        return result, hybrid.node_ids
-
-    return config, run
-
-
-def _run_leanrag(ctx: BuildContext, name: str, preset: dict[str, Any]) -> tuple[Any, Any]:
-    from unirag.index.leanrag import LeanragConfig, build_leanrag
-    from unirag.index.leanrag_links import link_bases_name, load_link_bases, previous_link_levels, save_link_bases
-
-    config = hierarchy_config(ctx.settings, "leanrag", LeanragConfig, preset)
-
-    def run(make_carrier: MakeCarrier) -> tuple[Any, list[str]]:
-        from unirag.index.community_store import CommunityStore
-
-        graph = _load_entity_graph(ctx, with_vectors=True)
-        carrier = make_carrier(graph.ids)
-        bases_file = ctx.workspace.artifact_path(link_bases_name("leanrag"))
-        previous = previous_link_levels(CommunityStore(ctx.workspace).load_links("leanrag"),
-                                        load_link_bases(bases_file)) if carrier is not None else None
-        result, records = build_leanrag(graph, summary_models(ctx), config, carrier, previous)
-        save_link_bases(bases_file, records)
-        return result, graph.ids
-
-    return config, run
-
-
-def _previous_nodes(communities: list[Any]) -> dict[int, list[Any]]:
+def _previous_nodes(communities: list[Any]) -> dict[int, list[PreviousNode]]:
     """The last build's communities of a hierarchy by level, as the attach step reads them."""
-    from unirag.graph.attach import PreviousNode
-
-    nodes: dict[int, list[Any]] = {}
+    nodes: dict[int, list[PreviousNode]] = {}
     for community in communities:
         nodes.setdefault(community.level, []).append(
             PreviousNode(community.id, tuple(community.children), community.summary, community))
     return nodes
 
 
-_HIERARCHY_RUNNERS = {"graphrag": _run_graphrag, "archrag": _run_archrag, "hygrag": _run_hygrag,
-                      "leanrag": _run_leanrag}
-#: The summary prompts each hierarchy asks (a workspace may shadow them).
-_HIERARCHY_PROMPTS = {
-    "graphrag": ("community_report",),
-    "archrag": ("archrag_summary",),
-    "hygrag": ("hygrag_summary",),
-    "leanrag": ("leanrag_aggregate_entity", "leanrag_aggregate_relation"),
-}
-_HIERARCHY_NEEDS = {
-    "graphrag": ("graph",),
-    "archrag": ("graph", "entity_vectors"),
-    "hygrag": ("graph", "entity_vectors", "chunk_vectors", "chunk_links:hybrid"),
-    "leanrag": ("graph", "entity_vectors"),
-}
-
-
 def _renamed(result: Any, name: str) -> Any:
     """A variant's hierarchy stored under its own name (ids stay unique per hierarchy)."""
-    from dataclasses import replace
-
     return replace(result, hierarchy=name,
                    communities=[replace(c, hierarchy=name) for c in result.communities],
                    links=[replace(link, hierarchy=name) for link in result.links])
 
 
+def _build_inputs(ctx: BuildContext) -> BuildInputs:
+    """What a hierarchy's builder reads, from this run's context."""
+    return BuildInputs(ctx.workspace, ctx.store, ctx.settings, summary_models(ctx), ctx.models.embedder.name,
+                       ctx.progress, lambda with_vectors: _load_entity_graph(ctx, with_vectors), ctx.inputs_of)
+
+
 def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
-    base = hierarchy_base(name)
+    return lambda ctx: build_hierarchy(ctx, name)
 
-    def build(ctx: BuildContext) -> bool:
-        from unirag.index.community_store import CommunityStore
 
-        config, run = _HIERARCHY_RUNNERS[base](ctx, name, HIERARCHY_VARIANTS.get(name, ("", {}))[1])
-        key = f"communities:{name}"
-        fingerprint = {
-            "needs": ctx.inputs_of(*_HIERARCHY_NEEDS[base]), "config": _config_dict(config),
-            "chat": getattr(summary_chat(ctx), "name", "extractive"), "embedder": ctx.models.embedder.name,
+def build_hierarchy(ctx: BuildContext, name: str) -> bool:
+    """Build (or carry through a corpus change) hierarchy ``name``, one of the registered
+    hierarchies or a variant; False when its inputs are unchanged."""
+    spec = spec_of(name)
+    config = hierarchy_config(ctx.settings, spec.name, spec.settings, hierarchy_variants().get(name, ("", {}))[1])
+    key = f"communities:{name}"
+    chat = getattr(summary_chat(ctx), "name", "extractive")
+    identity = {"config": config_dict(config), "chat": chat, "embedder": ctx.models.embedder.name}
+    fingerprint = {"needs": ctx.inputs_of(*spec.needs), **identity}
+    prompts = (PromptLibrary.of_workspace(ctx.workspace.root).overridden(*spec.prompts)
+               if summary_chat(ctx) is not None else {})
+    if prompts:  # a workspace's own summary prompt: its edits rebuild the hierarchy
+        fingerprint["prompts"] = prompts
+    inputs = config_hash(fingerprint)
+    if ctx.workspace.is_current(key, inputs):
+        return False
+    started = time.perf_counter()
+    store = CommunityStore(ctx.workspace)
+    plans: list[UpdatePlan] = []
+    stored: list[Any] = []  # the last build's communities, when an update read them
+
+    def previous() -> dict[int, list[PreviousNode]]:
+        stored[:] = store.load(name)
+        return _previous_nodes(stored)
+
+    def make_carrier(leaves: list[str]) -> Any:
+        plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves, previous))
+        return plans[-1].carrier
+
+    # The builders make hundreds of thousands of records, links and lines and no reference
+    # cycles worth collecting: each full collection would walk the whole heap (the merged
+    # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
+    # before the collector resumes, else its first pass walks them all.
+    with collector_paused():
+        result, leaves = spec.build(_build_inputs(ctx), name, config, make_carrier)
+        store.save(_renamed(result, name) if name != spec.name else result, stored if stored else None)
+        entry = {
+            "config": config_dict(config), "inputs": inputs, "count": len(result.communities),
+            "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
+            "links": len(result.links), "stats": result.stats, "identity": identity,
+            "update": plans[-1].to_json() if plans else None,
         }
-        prompts = (PromptLibrary.of_workspace(ctx.workspace.root).overridden(*_HIERARCHY_PROMPTS[base])
-                   if summary_chat(ctx) is not None else {})
-        if prompts:  # a workspace's own summary prompt: its edits rebuild the hierarchy
-            fingerprint["prompts"] = prompts
-        inputs = config_hash(fingerprint)
-        if ctx.workspace.is_current(key, inputs):
-            return False
-        from unirag.graph.incremental import UpdatePlan, plan_update, record_leaves
-
-        started = time.perf_counter()
-        identity = {"config": _config_dict(config), "chat": getattr(summary_chat(ctx), "name", "extractive"),
-                    "embedder": ctx.models.embedder.name}
-        plans: list[UpdatePlan] = []
-        stored: list[Any] = []  # the last build's communities, when an update read them
-
-        def previous() -> dict[int, list[Any]]:
-            stored[:] = CommunityStore(ctx.workspace).load(name)
-            return _previous_nodes(stored)
-
-        def make_carrier(leaves: list[str]) -> Any:
-            plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves, previous))
-            return plans[-1].carrier
-
-        # The builders make hundreds of thousands of records, links and lines and no reference
-        # cycles worth collecting: each full collection would walk the whole heap (the merged
-        # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
-        # before the collector resumes, else its first pass walks them all (0.1 s a hierarchy).
-        with collector_paused():
-            result, leaves = run(make_carrier)
-            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result,
-                                               stored if stored else None)
-            entry = {
-                "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
-                "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-                "links": len(result.links), "stats": result.stats, "identity": identity,
-                "update": plans[-1].to_json() if plans else None,
-            }
-            del result
-            stored.clear()
-            plans.clear()
-        files = [record_leaves(ctx.workspace, key, leaves)]
-        ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
-                                         files=files)
-        return True
-
-    return build
+        del result
+        stored.clear()
+        plans.clear()
+    files = [record_leaves(ctx.workspace, key, leaves)]
+    ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
+                                     files=files)
+    return True
 
 
 def _hygrag_node_vectors(ctx: BuildContext) -> bool:
@@ -490,7 +332,6 @@ def community_text(community: Any) -> str:
 
 def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.community_store import CommunityStore
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         communities = CommunityStore(ctx.workspace).heads(name)
@@ -504,15 +345,6 @@ def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     return build
 
 
-@dataclass(frozen=True)
-class CHnswConfig:
-    """C-HNSW parameters (ArchRAG's experiments: M = 32, efConstruction = 100)."""
-
-    m: int = 32
-    ef_construction: int = 100
-    seed: int = 0
-
-
 def _chnsw_needs(hierarchy: str) -> tuple[str, ...]:
     return (f"communities:{hierarchy}", "entity_vectors", f"community_vectors:{hierarchy}")
 
@@ -522,13 +354,12 @@ def _chnsw(hierarchy: str) -> Callable[[BuildContext], bool]:
 
 
 def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
-    from unirag.index.chnsw import CHnswIndex
-    from unirag.index.community_store import CommunityStore
+    from unirag.hierarchy.chnsw import CHnswIndex
     from unirag.index.vector_artifacts import load_vectors
 
     key = chnsw_name(hierarchy)
     config = hierarchy_config(ctx.settings, "chnsw", CHnswConfig)
-    inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": _config_dict(config)})
+    inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": config_dict(config)})
     directory = ctx.workspace.artifact_path(key.replace(":", "."))
     if ctx.workspace.is_current(key, inputs, (directory,)):
         return False
@@ -552,7 +383,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
             index, update = CHnswIndex.updated(previous, layers)
     index.save(directory)
     ctx.workspace.set_manifest_entry(key, {
-        "config": _config_dict(config), "inputs": inputs, "stats": index.stats(), "update": update,
+        "config": config_dict(config), "inputs": inputs, "stats": index.stats(), "update": update,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=(directory,))
     return True
@@ -561,10 +392,10 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
 def _previous_chnsw(ctx: BuildContext, key: str, config: CHnswConfig, directory: Any) -> Any:
     """The last C-HNSW of ``key`` to continue, when it was built whole with this config and
     ``index.update`` is ``attach``; None otherwise (or when its files are damaged)."""
-    from unirag.index.chnsw import CHnswIndex
+    from unirag.hierarchy.chnsw import CHnswIndex
 
     entry = ctx.workspace.manifest_entry(key)
-    if ctx.settings.index.update != "attach" or not entry or entry.get("config") != _config_dict(config):
+    if ctx.settings.index.update != "attach" or not entry or entry.get("config") != config_dict(config):
         return None
     if (ctx.workspace.artifact_problem(key) or "").startswith("damaged"):
         return None
@@ -598,14 +429,9 @@ def _specs() -> list[ArtifactSpec]:
                                   variant=True))
         specs.append(ArtifactSpec(vectors, f"HNSW over every node of {tree}", (tree,), _tree_vectors(variant),
                                   variant=True))
-    summaries = {
-        "graphrag": "GraphRAG hierarchical Leiden communities C0..Cn with LLM reports",
-        "archrag": "ArchRAG attributed communities (kNN-augmented weighted Leiden) with LLM summaries",
-        "hygrag": "HyGRAG LSH bucket hierarchy over the hybrid graph with LLM summaries",
-        "leanrag": "LeanRAG GMM aggregation: aggregated entities and inter-cluster relations",
-    }
-    for name in HIERARCHIES:
-        specs.append(ArtifactSpec(f"communities:{name}", summaries[name], _HIERARCHY_NEEDS[name], _hierarchy(name)))
+    hierarchies = hierarchy_registry()
+    for name, spec in hierarchies.items():
+        specs.append(ArtifactSpec(f"communities:{name}", spec.description, spec.needs, _hierarchy(name)))
         specs.append(ArtifactSpec(f"community_vectors:{name}", f"embeddings + HNSW of {name} community summaries",
                                   (f"communities:{name}",), _community_vectors(name)))
     specs.append(ArtifactSpec("hygrag_node_vectors",
@@ -617,9 +443,9 @@ def _specs() -> list[ArtifactSpec]:
                               ("graph", "entity_name_vectors"), _synonym_edges))
     specs.append(ArtifactSpec("tri_graph", "LinearRAG Tri-Graph: entities, sentences, passages (spaCy NER + "
                               "embeddings, zero LLM calls)", ("chunk_vectors",), _tri_graph))
-    for name, (base, preset) in HIERARCHY_VARIANTS.items():
-        specs.append(ArtifactSpec(f"communities:{name}", f"{summaries[base]}, variant {preset}",
-                                  _HIERARCHY_NEEDS[base], _hierarchy(name), variant=True))
+    for name, (base, preset) in hierarchy_variants().items():
+        specs.append(ArtifactSpec(f"communities:{name}", f"{hierarchies[base].description}, variant {preset}",
+                                  hierarchies[base].needs, _hierarchy(name), variant=True))
         specs.append(ArtifactSpec(f"community_vectors:{name}", f"embeddings + HNSW of {name} community summaries",
                                   (f"communities:{name}",), _community_vectors(name), variant=True))
         if base == "archrag":
@@ -632,10 +458,13 @@ def artifact_registry() -> dict[str, ArtifactSpec]:
     return {spec.name: spec for spec in _specs()}
 
 
-ALIASES = {
-    "kg": "graph", "tkg": "graph", "rkg": "graph", "pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid",
-    **{name: f"communities:{name}" for name in (*HIERARCHIES, *HIERARCHY_VARIANTS)},
-}
+GRAPH_ALIASES = {"kg": "graph", "tkg": "graph", "rkg": "graph", "pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid"}
+
+
+def aliases() -> dict[str, str]:
+    """Short names of artifacts: the graph types, and each hierarchy (or variant) by its name."""
+    return {**GRAPH_ALIASES,
+            **{name: f"communities:{name}" for name in (*hierarchy_registry(), *hierarchy_variants())}}
 
 
 def resolve_names(names: list[str]) -> list[str]:
@@ -643,11 +472,12 @@ def resolve_names(names: list[str]) -> list[str]:
     registry = artifact_registry()
     if names == ["all"]:
         return [name for name, spec in registry.items() if not spec.variant]
+    short = aliases()
     out = []
     for name in names:
-        resolved = ALIASES.get(name, name)
+        resolved = short.get(name, name)
         if resolved not in registry:
-            known = ", ".join(sorted(set(registry) | set(ALIASES)))
+            known = ", ".join(sorted(set(registry) | set(short)))
             raise ConfigError(f"unknown artifact '{name}' (known: {known}, all)")
         if resolved not in out:
             out.append(resolved)

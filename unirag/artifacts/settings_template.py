@@ -3,8 +3,8 @@
 Generated, not written by hand, so that it cannot fall behind the settings: the
 pydantic :class:`~unirag.config.Settings` give every section and field (with its
 description), and the hierarchy builders' config dataclasses give the knobs of
-``index.graphrag``, ``index.archrag``, ``index.chnsw``, ``index.hygrag`` and
-``index.leanrag``. It lives in the index layer because those dataclasses do.
+every ``index.<hierarchy>`` (from each hierarchy's spec) and ``index.chnsw``. It
+lives above the hierarchy package because those dataclasses do.
 """
 
 from __future__ import annotations
@@ -28,15 +28,12 @@ HEADER = """\
 
 
 def hierarchy_configs() -> dict[str, type]:
-    """``index.<name>`` -> the config dataclass whose fields that mapping overrides."""
-    from unirag.index.archrag import ArchragConfig
-    from unirag.index.artifacts import CHnswConfig
-    from unirag.index.graphrag_communities import GraphragCommunityConfig
-    from unirag.index.hygrag import HygragConfig
-    from unirag.index.leanrag import LeanragConfig
+    """``index.<name>`` -> the config dataclass whose fields that mapping overrides: each
+    registered hierarchy's, and C-HNSW's."""
+    from unirag.hierarchy.chnsw import CHnswConfig
+    from unirag.hierarchy.registry import hierarchy_registry
 
-    return {"graphrag": GraphragCommunityConfig, "archrag": ArchragConfig, "chnsw": CHnswConfig,
-            "hygrag": HygragConfig, "leanrag": LeanragConfig}
+    return {**{name: spec.settings for name, spec in hierarchy_registry().items()}, "chnsw": CHnswConfig}
 
 
 def settings_yaml() -> str:

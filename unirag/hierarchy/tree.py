@@ -47,7 +47,7 @@ Decisions worth knowing (each one documented where it is implemented):
 * ``reducer="pca"`` swaps UMAP for PCA (deterministic, no numba JIT). UMAP is
   the default because RAPTOR uses it; its first call in a process compiles
   numba kernels, which umap-learn does not ask numba to cache;
-  :func:`unirag.graph.jit_cache.cached_umap` turns numba's on-disk cache on
+  :func:`unirag.hierarchy.jit_cache.cached_umap` turns numba's on-disk cache on
   for them, so only the first process ever pays.
 * **Small layers over-split with GMM.** BIC with full covariances rewards
   components of a handful of points in 10-d (their near-singular covariances
@@ -60,7 +60,7 @@ Decisions worth knowing (each one documented where it is implemented):
 
 ``build_tree`` returns a :class:`TreeResult`: all nodes (leaves first, then
 each layer in order) and ``stats``. The layer-by-layer loop is the one every
-summary hierarchy shares (:func:`unirag.graph.layered.build_levels`); this
+summary hierarchy shares (:func:`unirag.hierarchy.layered.build_levels`); this
 module supplies RAPTOR's steps (:class:`_Raptor`). A layer has no edges and a
 node may have several parents, so tree nodes keep only their children.
 """
@@ -77,9 +77,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.attach import AttachPolicy, LevelCarrier
-from unirag.graph.jit_cache import cached_umap
-from unirag.graph.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+from unirag.hierarchy.attach import AttachPolicy, LevelCarrier
+from unirag.hierarchy.jit_cache import cached_umap
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
                                   ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
 from unirag.text.sentences import first_sentence
@@ -164,7 +164,7 @@ class TreeResult:
     """All nodes (leaves first, then layer 1, 2, ...) and counters of what happened.
 
     ``stats``: the counters every layered build keeps
-    (:class:`~unirag.graph.layered.HierarchyStats`: ``levels`` built above the
+    (:class:`~unirag.hierarchy.layered.HierarchyStats`: ``levels`` built above the
     leaves, ``summaries``, ``fallback_summaries`` (empty LLM answers replaced by
     the children's first sentences), ``singletons`` (nodes that clustering left
     alone, so with no parent at the next layer), ``stop_reason``, ``per_level``,

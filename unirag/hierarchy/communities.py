@@ -19,7 +19,7 @@ Ids are derived from content (the hierarchy, the level and the sorted member
 ids), so a rebuild that finds the same communities gives the same ids.
 
 The three bottom-up builders run the shared layered loop
-(:func:`unirag.graph.layered.build_levels`) and turn each level's groups into
+(:func:`unirag.hierarchy.layered.build_levels`) and turn each level's groups into
 communities with :func:`level_communities`.
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from unirag.graph.layered import Layer, Levels, Summary
+from unirag.hierarchy.layered import Layer, Levels, Summary
 
 LevelOrder = Literal["top_down", "bottom_up"]
 

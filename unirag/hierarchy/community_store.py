@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from unirag.graph.graph_store import json_values
-from unirag.index.hierarchy import Community, CommunityLink, HierarchyResult
+from unirag.hierarchy.communities import Community, CommunityLink, HierarchyResult
 from unirag.store.database import Database
 from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.workspace import Workspace

@@ -1,5 +1,5 @@
 """Entity and relationship texts for the vector indices, and the merged graph
-as an :class:`~unirag.index.hierarchy.EntityGraph` for the hierarchy builders.
+as an :class:`~unirag.hierarchy.communities.EntityGraph` for the hierarchy builders.
 
 Survey §5: on a KG the node index embeds the entity *name*; on a TKG/RKG it
 embeds name + description; the relationship index embeds the two endpoints
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from unirag.graph.merge import MergedGraph
-from unirag.index.hierarchy import EntityGraph
+from unirag.hierarchy.communities import EntityGraph
 
 
 def entity_name_texts(graph: MergedGraph) -> tuple[list[str], list[str]]:

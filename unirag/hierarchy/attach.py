@@ -22,7 +22,7 @@ then delete) is answered by the model cache. Ids are derived from members,
 so a community that gets its old members back gets its old id back.
 
 Levels: an update applies a full build's stop rules to the layers it carries
-(:func:`unirag.graph.layered.build_levels` asks the hierarchy's own
+(:func:`unirag.hierarchy.layered.build_levels` asks the hierarchy's own
 ``stop_before`` of every layer and clusters a level the last build lacked
 afresh, as a full build would: ArchRAG's second level appears once a layer
 holds ``min_nodes`` communities). One rule needs help: where the last build's
@@ -30,7 +30,7 @@ top was a root (one community over the whole layer), groups of new members
 join the root (:func:`_join_root`) rather than stand beside it, which made the
 loop stack a new root one level up, a level no full build makes. GraphRAG's
 top-down Leiden hierarchy has a rule of its own
-(:func:`unirag.index.graphrag_communities.updated_leiden`).
+(:func:`unirag.hierarchy.graphrag.updated_leiden`).
 """
 
 from __future__ import annotations
