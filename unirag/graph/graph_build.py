@@ -75,7 +75,7 @@ def run_extraction(
     extractor = make_extractor(settings, models, PromptLibrary.of_workspace(workspace.root))
     done = store.extracted_chunk_ids(extractor.name)
     # A title that is only a file name is no entity: extractors see the chunk without it.
-    pending = [chunk.for_extraction() for chunk in workspace.iter_chunks() if chunk.id not in done]
+    pending = [chunk.for_extraction() for chunk in workspace.corpus.iter_chunks() if chunk.id not in done]
     if not pending:
         return extractor.name, []
     with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:
@@ -132,12 +132,12 @@ def build_merged_graph(
     otherwise every extraction is merged again. Both give the same graph."""
     extractor, extracted = run_extraction(workspace, store, settings, models, progress)
     config = merge_config(workspace, settings)
-    chunk_ids = workspace.chunk_ids()
+    chunk_ids = workspace.corpus.chunk_ids()
     inputs = merge_fingerprint(chunk_ids, extractor, config)
-    if workspace.is_current("graph", inputs):
+    if workspace.manifest.is_current("graph", inputs):
         return False
     tick = time.perf_counter()
-    entry = workspace.manifest_entry("graph")
+    entry = workspace.manifest.entry("graph")
     plan = plan_merge(entry, {"extractor": extractor, **config}, chunk_ids, extracted,
                       lambda ids: merge_fingerprint(ids, extractor, config))
     shorten = _Shortener(settings, models, progress, PromptLibrary.of_workspace(workspace.root),
@@ -147,7 +147,7 @@ def build_merged_graph(
         if plan.mode == "extend":
             plan = MergePlan("full", "stored graph does not match its merge state")
         counts = _merge_whole(store, extractor, chunk_ids, shorten)
-    workspace.set_manifest_entry("graph", {
+    workspace.manifest.set_entry("graph", {
         "config": {"extractor": extractor, **config}, "inputs": inputs, "chunks": len(chunk_ids), **counts,
         "seconds": round(time.perf_counter() - tick, 3), "update": plan.to_json(),
     })
@@ -218,23 +218,23 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
     After a graph extended by new chunks (which come last), the links among the old chunks
     stand as they were: only the new chunks' links are computed and added."""
     minimum = settings.graph.passage_threshold if kind == "pg" else settings.graph.hybrid_threshold + 1
-    graph_entry = workspace.manifest_entry("graph")
+    graph_entry = workspace.manifest.entry("graph")
     link_inputs = config_hash({"graph": graph_entry["inputs"], "minimum": minimum})
-    if workspace.is_current(f"chunk_links:{kind}", link_inputs):
+    if workspace.manifest.is_current(f"chunk_links:{kind}", link_inputs):
         return False
     update = graph_entry.get("update") or {}
-    entry = workspace.manifest_entry(f"chunk_links:{kind}")
+    entry = workspace.manifest.entry(f"chunk_links:{kind}")
     extends = (update.get("mode") == "extend" and entry is not None
                and entry.get("inputs") == config_hash({"graph": update["previous"], "minimum": minimum}))
     if extends:
-        links = new_chunk_links(store.shared_graph(), workspace.chunk_ids(), update["added"], minimum)
+        links = new_chunk_links(store.shared_graph(), workspace.corpus.chunk_ids(), update["added"], minimum)
         store.add_chunk_links(kind, links)
         count = entry["count"] + len(links)
     else:
-        links = shared_entity_links(store.shared_graph(), workspace.chunk_ids(), minimum)
+        links = shared_entity_links(store.shared_graph(), workspace.corpus.chunk_ids(), minimum)
         store.save_chunk_links(kind, links)
         count = len(links)
-    workspace.set_manifest_entry(f"chunk_links:{kind}", {
+    workspace.manifest.set_entry(f"chunk_links:{kind}", {
         "config": {"min_shared_entities": minimum}, "inputs": link_inputs, "count": count,
         "update": {"mode": "extend" if extends else "full"},
     })
@@ -259,7 +259,7 @@ def build_tree_artifact(
         method=ts.method, max_layers=ts.max_layers, min_layer_size=ts.min_layer_size, threshold=ts.threshold,
         cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens, bic_patience=ts.bic_patience,
     )
-    vectors_entry = workspace.manifest_entry("chunk_vectors") or {}
+    vectors_entry = workspace.manifest.entry("chunk_vectors") or {}
     # Cluster summaries follow ``index.summarizer``: the chat model, or (without a chat
     # endpoint, by default) extractive summaries from the children's first sentences.
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
@@ -269,17 +269,17 @@ def build_tree_artifact(
     if prompts:
         fingerprint["prompts"] = prompts
     inputs = config_hash(fingerprint)
-    if workspace.is_current(name, inputs):
+    if workspace.manifest.is_current(name, inputs):
         return False
     from unirag.graph.incremental import plan_update
 
-    workspace.checkout("chunk_vectors")
+    workspace.manifest.checkout("chunk_vectors")
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
-    leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
-    stored = store.load_tree(name) if workspace.manifest_entry(name) else []
+    leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.corpus.iter_chunks())]
+    stored = store.load_tree(name) if workspace.manifest.entry(name) else []
     basis_path = workspace.artifact_path(f"{name.replace(':', '.')}.written_from.json")
     if stored:
-        workspace.checkout(name)
+        workspace.manifest.checkout(name)
     written = _read_written_from(basis_path) if stored else {}
     previous = _previous_tree(stored, written or {})
     identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
@@ -299,7 +299,7 @@ def build_tree_artifact(
     layers: dict[int, int] = {}
     for node in result.nodes:
         layers[node.layer] = layers.get(node.layer, 0) + 1
-    workspace.set_manifest_entry(name, {
+    workspace.manifest.set_entry(name, {
         "config": ts.model_dump(), "inputs": inputs, "count": len(result.nodes),
         "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats, "identity": identity,
         "update": plan.to_json(),
