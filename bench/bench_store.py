@@ -77,7 +77,7 @@ def _vector_figures(ws: Any, ids: list[str], lookups: int, figures: dict[str, An
     vectors = rng.normal(size=(len(ids), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     queries = vectors[rng.choice(len(ids), size=lookups)]
-    if ws.location.is_postgres:
+    if ws.backend.vector_tables:
         from unirag.index.pgvector_index import PgVectorIndex
 
         index = _timed(figures, "vector_build", lambda: PgVectorIndex.write(ws.db, "vectors_bench", ids, vectors,
@@ -124,10 +124,7 @@ def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
             _vector_figures(ws, ids, lookups, figures)
         finally:
             ws.close()
-            if ws.location.is_postgres:
-                from unirag.store.postgres import drop_schema
-
-                drop_schema(ws.location, ws.where)
+            ws.backend.empty()  # the bench's own store: a server's schema is dropped too
     return figures
 
 

@@ -177,7 +177,7 @@ def release_sources(workspace: Workspace, targets: Sequence[str], doc_ids: set[s
 
 def _covers(target: str) -> Callable[[str], bool]:
     """Whether a recorded source (``origin`` or ``origin#record``) is one ``target`` names,
-    as :meth:`Workspace.find_documents` reads it."""
+    as :meth:`unirag.corpus.Corpus.find_documents` reads it."""
     path, _, key = target.partition("#")
     origin = str(Path(path).resolve()) if path else ""
     if key:

@@ -695,5 +695,5 @@ def built_artifacts(workspace: Workspace) -> list[str]:
 
 def outdated(workspace: Workspace, names: list[str]) -> dict[str, str]:
     """Of ``names`` and what they need: each artifact that is missing, built on an older
-    corpus or damaged, with why (see ``Workspace.artifact_problem``)."""
+    corpus or damaged, with why (see ``Manifest.artifact_problem``)."""
     return {name: why for name in build_order(names) if (why := workspace.manifest.artifact_problem(name))}
