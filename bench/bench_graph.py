@@ -67,7 +67,7 @@ def main() -> None:
         tick = time.perf_counter()
         run_index(ws, [corpus], settings, build_stack(settings, ws.cache()))
         print(f"[bench] chunks + vectors: {time.perf_counter() - tick:.1f} s", file=sys.stderr)
-        chunks = list(ws.iter_chunks())
+        chunks = list(ws.corpus.iter_chunks())
         chunk_ids = [c.id for c in chunks]
 
         def stage(name: str, started: float, note: str) -> None:

@@ -51,7 +51,7 @@ def ingest_step(workspace: Path, corpus: Path) -> dict[str, Any]:
     run_index(ws, [corpus], settings, build_stack(settings, ws.cache()), graphs=[])
     return {"step": "chunks + chunk vectors", "rebuilt": True, "seconds": round(time.perf_counter() - started, 2),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "levels": None, "count": len(ws.chunk_ids())}
+            "levels": None, "count": len(ws.corpus.chunk_ids())}
 
 
 def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
@@ -65,13 +65,13 @@ def run_step(workspace: Path, name: str, force: bool) -> dict[str, Any]:
     ws = Workspace.open(workspace)
     settings = settings_for(workspace)
     if force:
-        ws.drop_manifest_entry(name)
+        ws.manifest.drop_entry(name)
     ledger = UsageLedger()
     ctx = BuildContext(ws, settings, build_stack(settings, ws.cache()).accounted(ledger), Progress())
     started = time.perf_counter()
     rebuilt = artifact_registry()[name].build(ctx)
     seconds = time.perf_counter() - started
-    entry = ws.manifest_entry(name) or {}
+    entry = ws.manifest.entry(name) or {}
     total = ledger.total()
     return {"step": name, "rebuilt": rebuilt, "seconds": round(seconds, 2),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

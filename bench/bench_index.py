@@ -186,7 +186,7 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
             row["documents_added"] = report.documents_added
             row["chunks_added"] = report.chunks_added
             row["duplicates"] = report.duplicates
-        counts = ws.counts()
+        counts = ws.corpus.counts()
 
         with stages.stage("model load"):
             backend.embed(["warm-up"], stage="bench.warmup")  # bypasses cache and ledger
@@ -205,7 +205,7 @@ def run(corpus: Path, root: Path, n_queries: int) -> dict[str, Any]:
 
         with stages.stage("HNSW build (again)") as row:
             vectors = np.load(ws.artifact_path("chunk_vectors.npy"))
-            ids = ws.chunk_ids()
+            ids = ws.corpus.chunk_ids()
             HnswIndex.build(vectors, ids)
             row["vectors"] = int(vectors.shape[0])
             row["dim"] = int(vectors.shape[1])

@@ -77,7 +77,7 @@ def _vector_figures(ws: Any, ids: list[str], lookups: int, figures: dict[str, An
     vectors = rng.normal(size=(len(ids), 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     queries = vectors[rng.choice(len(ids), size=lookups)]
-    if ws.location.is_postgres:
+    if ws.backend.vector_tables:
         from unirag.index.pgvector_index import PgVectorIndex
 
         index = _timed(figures, "vector_build", lambda: PgVectorIndex.write(ws.db, "vectors_bench", ids, vectors,
@@ -104,14 +104,14 @@ def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
         ws = Workspace.init(root, **({"store": store} if store else {}))
         try:
             _timed(figures, "ingest", lambda: ingest(ws, [corpus], settings, progress=Progress(enabled=False)))
-            ids = ws.chunk_ids()
+            ids = ws.corpus.chunk_ids()
             figures["chunks"] = len(ids)
-            _timed(figures, "chunk_scan", lambda: sum(1 for _ in ws.iter_chunks()))
+            _timed(figures, "chunk_scan", lambda: sum(1 for _ in ws.corpus.iter_chunks()))
             rng = random.Random(1)
             samples = [rng.sample(ids, 10) for _ in range(lookups)]
-            _timed(figures, "chunk_fetch", lambda: [ws.get_chunks(s) for s in samples])
-            ws.set_manifest_entry("bench", {"inputs": "x"})
-            _timed(figures, "manifest_checks", lambda: [ws.is_current("bench", "x") for _ in range(lookups)])
+            _timed(figures, "chunk_fetch", lambda: [ws.corpus.get_chunks(s) for s in samples])
+            ws.manifest.set_entry("bench", {"inputs": "x"})
+            _timed(figures, "manifest_checks", lambda: [ws.manifest.is_current("bench", "x") for _ in range(lookups)])
             graphs = GraphStore(ws)
             graph = _synthetic_graph(ids)
             _timed(figures, "graph_save", lambda: graphs.save_graph(graph))
@@ -124,10 +124,7 @@ def run(corpus: Path, store: str | None, lookups: int) -> dict[str, Any]:
             _vector_figures(ws, ids, lookups, figures)
         finally:
             ws.close()
-            if ws.location.is_postgres:
-                from unirag.store.postgres import drop_schema
-
-                drop_schema(ws.location, ws.where)
+            ws.backend.empty()  # the bench's own store: a server's schema is dropped too
     return figures
 
 

@@ -63,7 +63,7 @@ def text_sets(corpus: Path, passages: int, entity_passages: int) -> dict[str, li
         workspace = Workspace.init(root / "ws")
         settings = load_settings(workspace.root)
         ingest(workspace, [source], settings)
-        chunks = list(workspace.iter_chunks())
+        chunks = list(workspace.corpus.iter_chunks())
         graph = merge_extractions(NlpExtractor().extract(chunks[:entity_passages]))
         tokenizer = get_tokenizer(settings.chunking.encoding)
         shorten_descriptions(graph, settings.graph.description_max_tokens, tokenizer.count, tokenizer.truncate)

@@ -109,7 +109,7 @@ def one_tree(workspace: Path, overrides: dict[str, Any], chunks: int) -> dict[st
     embedder = TimedEmbedder(build_stack(settings, ws.cache()).embedder)
     vectors = np.load(ws.artifact_path("chunk_vectors.npy"), mmap_mode="r")
     leaves = [(chunk.id, chunk.indexed_text, np.asarray(vectors[i], dtype=np.float32))
-              for i, chunk in zip(range(chunks), ws.iter_chunks())]
+              for i, chunk in zip(range(chunks), ws.corpus.iter_chunks())]
     cached_umap()  # the JIT is the umap variant's figure, not this one's
     cpu, wall = _cpu(), time.perf_counter()
     result = build_tree(leaves, BuildModels(None, embedder), TreeConfig(**overrides))

@@ -262,7 +262,7 @@ def main() -> None:
     rows.append(_measure(f"insert {n_new} passages", lambda: index("grow", [new])))
     ws = Workspace.open(root / "grow")
     grown = _members(ws)
-    modes = {name: (entry.get("update") or {}).get("mode") for name, entry in ws.manifest().items()
+    modes = {name: (entry.get("update") or {}).get("mode") for name, entry in ws.manifest.entries().items()
              if name.startswith("communities:") or name == "tree"}
     settings = load_settings(ws.root)
     rows.append(_measure(f"delete {n_new} passages",

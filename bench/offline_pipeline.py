@@ -176,7 +176,7 @@ def main() -> None:
                                graphs=plan.graphs, artifacts=plan.artifacts, on_stage=meter.start)
         wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         usage = report.ledger.to_json()
-        chunks = len(workspace.chunk_ids())
+        chunks = len(workspace.corpus.chunk_ids())
         workspace.close()
     finally:
         if not args.keep:

@@ -88,8 +88,8 @@ def run_one(name: str, corpus: Path, limit: int | None, batch_size: int) -> dict
         cpu_before, tick = process_tree_cpu(), time.perf_counter()
         report = run_index(workspace, [], settings, stack, documents=documents, graphs=["kg"])
         wall, cpu = time.perf_counter() - tick, process_tree_cpu() - cpu_before
-        extractor = workspace.manifest_entry("graph")["config"]["extractor"]
-        ids = workspace.chunk_ids()
+        extractor = workspace.manifest.entry("graph")["config"]["extractor"]
+        ids = workspace.corpus.chunk_ids()
         extractions = GraphStore(workspace).load_extractions(extractor, ids)
         import numpy as np
 

@@ -233,7 +233,7 @@ def main() -> None:
         result["running"] = label  # left in the file when the run is stopped during this call
         started, cpu, wall = time.perf_counter(), _cpu_seconds(), time.perf_counter()
         report = run_index(workspace, settings=settings, stack=stack, progress=Progress(), graphs=[], **kwargs)
-        merge = workspace.manifest_entry("graph") if "graph" in report.rebuilt else None
+        merge = workspace.manifest.entry("graph") if "graph" in report.rebuilt else None
         rows = _stage_rows(sampler, started, report, merge.get("seconds") if merge else None)
         result["rows"].extend(rows)
         del result["running"]
@@ -246,7 +246,7 @@ def main() -> None:
 
     try:
         run("ingest + chunk vectors + BM25", sources=[source])
-        counts = workspace.counts()
+        counts = workspace.corpus.counts()
         result.update({"chunks": counts["chunks"], "chunk_tokens": counts["chunk_tokens"],
                        "tokens_per_passage": round(counts["chunk_tokens"] / len(passages), 1)})
         for stage in stages:
@@ -254,7 +254,7 @@ def main() -> None:
                 run(stage, sources=[], artifacts=[stage])
     finally:
         sampler.stop()
-        manifest = workspace.manifest()
+        manifest = workspace.manifest.entries()
         workspace.close()
         server.terminate()
         if "running" in result:

@@ -71,7 +71,7 @@ def build_hand_graph(root: Path, **overrides: Any) -> tuple[Workspace, Any, Hash
     settings = make_settings(ws.root, **overrides)
     embedder = HashEmbedder()
     run_index(ws, [corpus], settings, fake_stack(settings, ws, embedder=embedder), graphs=[])
-    chunk_of = {chunk.title: chunk.id for chunk in ws.iter_chunks()}
+    chunk_of = {chunk.title: chunk.id for chunk in ws.corpus.iter_chunks()}
     extractions = [
         ChunkExtraction(
             chunk_of[title],
@@ -82,7 +82,7 @@ def build_hand_graph(root: Path, **overrides: Any) -> tuple[Workspace, Any, Hash
         for title, (entities, relations) in FACTS.items()
     ]
     GraphStore(ws).save_graph(merge_extractions(extractions))
-    ws.set_manifest_entry("graph", {"config": {"extractor": "hand"}, "inputs": "hand-built",
+    ws.manifest.set_entry("graph", {"config": {"extractor": "hand"}, "inputs": "hand-built",
                                     "entities": 9, "relationships": 8})
     ctx = BuildContext(ws, settings, fake_stack(settings, ws, embedder=embedder).accounted(UsageLedger()), Progress())
     registry = artifact_registry()
@@ -103,4 +103,4 @@ def query_state(
 
 
 def chunk_id_of(ws: Workspace, title: str) -> str:
-    return next(chunk.id for chunk in ws.iter_chunks() if chunk.title == title)
+    return next(chunk.id for chunk in ws.corpus.iter_chunks() if chunk.title == title)

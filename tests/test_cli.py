@@ -358,7 +358,7 @@ def test_rebuild_respects_the_write_lock(tmp_path: Path, workspace: Path) -> Non
         with holder.writing():
             result = run("index", tmp_path / "corpus", "-w", workspace, "--rebuild", "-q")
             assert_one_line_error(result, "being written")
-            assert holder.counts()["chunks"] == N_DOCUMENTS
+            assert holder.corpus.counts()["chunks"] == N_DOCUMENTS
     finally:
         holder.close()
 

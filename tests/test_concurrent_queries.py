@@ -71,7 +71,7 @@ def test_eight_concurrent_queries_build_once_and_all_answer(chunks_only: Path) -
     assert notes and all("waiting for it" in note and "retrieval.build_wait" in note for note in notes)
     ws = Workspace.open(chunks_only)
     try:
-        assert ws.stale_artifacts() == {} and ws.manifest_entry("entity_vectors") is not None
+        assert ws.manifest.stale_artifacts() == {} and ws.manifest.entry("entity_vectors") is not None
     finally:
         ws.close()
 

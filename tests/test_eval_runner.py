@@ -142,7 +142,7 @@ def bench(tmp_path: Path) -> Iterator[Bench]:
 
 def titles_of(ws: Workspace, row: dict[str, Any]) -> set[str]:
     """Titles of the passages behind a row's context chunks, read straight from the store."""
-    chunks = ws.get_chunks([item["id"] for item in row["context"] if item["kind"] == "chunk"])
+    chunks = ws.corpus.get_chunks([item["id"] for item in row["context"] if item["kind"] == "chunk"])
     return {chunk.title for chunk in chunks.values()}
 
 
@@ -221,14 +221,14 @@ def test_passage_lookup_maps_entity_provenance_to_passages(bench: Bench) -> None
         id: str
         provenance: dict[str, Any] = field(default_factory=dict)
 
-    ids = {chunk.title: chunk.id for chunk in bench.ws.iter_chunks()}
+    ids = {chunk.title: chunk.id for chunk in bench.ws.corpus.iter_chunks()}
     lookup = PassageLookup(bench.ws)
     items = [Item("chunk", ids["Paris"]), Item("entity", "e1", {"chunk_ids": [ids["Nile"]]}),
              Item("relationship", "r1", {"chunk_ids": [ids["Nile"], ids["Sahara"]]}),
              Item("community", "c1", {"chunk_ids": [ids["Tokyo"]]}), Item("chunk", "no-such-chunk")]
     doc_ids, titles = lookup.passages(items)
     assert titles == {"Paris", "Nile", "Sahara"}
-    assert len(doc_ids) == 3 and doc_ids <= bench.ws.document_ids()
+    assert len(doc_ids) == 3 and doc_ids <= bench.ws.corpus.document_ids()
     assert lookup.passages([]) == (set(), set())
 
 
@@ -352,11 +352,11 @@ def test_prepare_workspace_indexes_an_empty_workspace_and_builds_what_methods_ne
         info = prepare_workspace(ws, settings, stack, dataset, methods, Progress(), warnings.append)
         assert warnings == []
         assert info["indexed"]["documents_added"] == len(PASSAGES)
-        assert ws.counts()["documents"] == ws.counts()["chunks"] == len(PASSAGES)
-        assert {c.title for c in ws.iter_chunks()} == set(TEXT)
+        assert ws.corpus.counts()["documents"] == ws.corpus.counts()["chunks"] == len(PASSAGES)
+        assert {c.title for c in ws.corpus.iter_chunks()} == set(TEXT)
         assert {"graph", "entity_vectors"} <= set(info["built"])
         for name in ("chunk_bm25", "graph", "entity_vectors"):
-            assert ws.manifest_entry(name) is not None, name
+            assert ws.manifest.entry(name) is not None, name
         again = prepare_workspace(ws, settings, stack, dataset, methods, Progress(), warnings.append)
         assert "indexed" not in again and again["built"] == [] and warnings == []
 
@@ -381,10 +381,10 @@ def test_prepare_workspace_warns_when_gold_passages_are_missing(tmp_path: Path) 
         from unirag.pipeline import run_index
 
         run_index(ws, [small_corpus(tmp_path)], settings, stack)
-        before = ws.counts()
+        before = ws.corpus.counts()
         warnings: list[str] = []
         info = prepare_workspace(ws, settings, stack, dataset, specs("bm25"), Progress(), warnings.append)
-        assert "indexed" not in info and ws.counts() == before
+        assert "indexed" not in info and ws.corpus.counts() == before
         # stored titles: Zanzibar, Quokka, Marie Curie, nile, paris, tokyo; gold: Paris, Quokka, Nile, Sahara
         # (compared normalised, as evidence recall compares them): only Sahara is missing
         assert len(warnings) == 1 and "1 of 4 gold evidence passages are not in" in warnings[0], warnings
@@ -734,7 +734,7 @@ def test_cli_eval_writes_answers_tables_and_plots_and_resumes(tmp_path: Path, cl
     bm25 = next(s for s in result["summary"] if s["method"] == "bm25")
     assert bm25["questions"] == 2 and bm25["accuracy"] == 0.5 and bm25["evidence_recall"] == 1.0
     with _open(ws) as opened:
-        assert opened.counts()["documents"] == len(PASSAGES)
+        assert opened.corpus.counts()["documents"] == len(PASSAGES)
 
     again = json.loads(ok(*args).stdout)
     assert (again["answered"], again["kept"]) == (0, 4)

@@ -171,7 +171,7 @@ def test_short_passages_share_a_call_and_keep_provenance(tmp_path: Path, corpus:
     ws, _ = index(tmp_path / "ws", corpus, chat, ["kg"], graph__max_passages_per_call=4)
     assert extract_calls(chat) == 2  # 5 short passages: 4 + 1
     graph = GraphStore(ws).load_graph()
-    titles = {c.id: c.title for c in ws.iter_chunks()}
+    titles = {c.id: c.title for c in ws.corpus.iter_chunks()}
     # "Poland" occurs only in the Warsaw passage, "Sorbonne" only in the Paris one.
     assert [titles[c] for c in graph.entities["poland"].chunk_ids] == ["Warsaw"]
     assert [titles[c] for c in graph.entities["sorbonne"].chunk_ids] == ["Paris"]

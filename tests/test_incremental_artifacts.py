@@ -37,18 +37,18 @@ def small_synonyms(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _synonyms(ws: Workspace) -> tuple[dict[str, Any], set[tuple[str, str, float]]]:
     """The synonym edges (built when not current); (their update record, the edges by id)."""
-    inputs = {"entity_name_vectors": (ws.manifest_entry("entity_name_vectors") or {}).get("inputs")}
+    inputs = {"entity_name_vectors": (ws.manifest.entry("entity_name_vectors") or {}).get("inputs")}
     build_synonym_edges(ws, lambda: GraphStore(ws).load_graph(), inputs, Progress(enabled=False))
     edges = load_synonym_edges(ws)
     ids = edges.entity_ids
     found = {(ids[a], ids[b], round(s, 5)) for a, b, s in zip(edges.source.tolist(), edges.target.tolist(),
                                                             edges.similarity.tolist(), strict=True)}
-    return ws.manifest_entry(SYNONYM_EDGES)["update"], found
+    return ws.manifest.entry(SYNONYM_EDGES)["update"], found
 
 
 def _fresh_synonyms(ws: Workspace) -> set[tuple[str, str, float]]:
     """A whole build on the same workspace (the previous build forgotten)."""
-    ws.drop_manifest_entry(SYNONYM_EDGES)
+    ws.manifest.drop_entry(SYNONYM_EDGES)
     update, edges = _synonyms(ws)
     assert update["mode"] == "full"
     return edges
@@ -98,7 +98,7 @@ def _tri(ws: Workspace, sources: list[Path] | None = None, delete: list[str] | N
         run_delete(ws, delete, settings, stack)
     else:
         run_index(ws, sources or [], settings, stack, graphs=[], artifacts=[TRI_GRAPH])
-    return ws.manifest_entry(TRI_GRAPH)["update"]
+    return ws.manifest.entry(TRI_GRAPH)["update"]
 
 
 def _tri_arrays(ws: Workspace) -> dict[str, Any]:
@@ -107,7 +107,7 @@ def _tri_arrays(ws: Workspace) -> dict[str, Any]:
             "entity_passage": graph.entity_passage.toarray().tolist(),
             "sentence_entity": graph.sentence_entity.toarray().tolist(),
             "entity_vectors": graph.entity_vectors.tolist(), "sentence_vectors": graph.sentence_vectors.tolist(),
-            "inputs": ws.manifest_entry(TRI_GRAPH)["inputs"]}
+            "inputs": ws.manifest.entry(TRI_GRAPH)["inputs"]}
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def _given(ws: Workspace, ids: list[str], vectors: np.ndarray) -> dict[str, Any]
     """Index ``vectors`` as the ``given`` artifact; its update record."""
     inputs = config_hash({"ids": ids, "vectors": vectors.tobytes().hex()})
     assert index_given_vectors(ws, "given", "given", ids, vectors, inputs, "test-model", Progress(enabled=False))
-    return ws.manifest_entry("given")["update"]
+    return ws.manifest.entry("given")["update"]
 
 
 def _top(ws: Workspace, queries: np.ndarray) -> list[list[tuple[str, float]]]:

@@ -97,7 +97,7 @@ def test_entity_relation_and_tfidf_indices_build_once(indexed) -> None:
     rel_ids, _ = load_vectors(ws, "relation_vectors", "relation_vectors")
     assert "marie curie|warsaw" in rel_ids
     tfidf = TfidfIndex.load(ws.artifact_path("chunks.tfidf"))
-    titles = {c.id: c.title for c in ws.iter_chunks()}
+    titles = {c.id: c.title for c in ws.corpus.iter_chunks()}
     assert titles[tfidf.search("capital of Poland", 1)[0][0]] == "Warsaw"
     calls = embedder.calls
     again, ledger = ensure(ws, settings, names, embedder=embedder)
@@ -109,7 +109,7 @@ def test_tree_vectors_index_the_tree_nodes(indexed) -> None:
     rebuilt, _ = ensure(ws, settings, ["tree_vectors"], embedder=embedder)
     assert rebuilt == ["tree", "tree_vectors"]
     ids, vectors = load_vectors(ws, "tree_vectors", "tree_vectors")
-    assert len(ids) == ws.manifest_entry("tree")["count"] and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert len(ids) == ws.manifest.entry("tree")["count"] and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
 def test_variants_are_built_beside_their_defaults(indexed) -> None:
@@ -120,10 +120,10 @@ def test_variants_are_built_beside_their_defaults(indexed) -> None:
                         embedder=embedder)
     assert {"communities:archrag", "communities:archrag-spectral", "chnsw:archrag-spectral",
             "tree", "tree:kmeans", "tree_vectors:kmeans"} <= set(rebuilt)
-    assert ws.manifest_entry("communities:archrag")["config"]["clustering"] == "leiden"
-    assert ws.manifest_entry("communities:archrag-spectral")["config"]["clustering"] == "spectral"
-    assert ws.manifest_entry("tree:kmeans")["config"]["method"] == "kmeans"
-    assert ws.manifest_entry("tree")["config"]["method"] == "gmm"
+    assert ws.manifest.entry("communities:archrag")["config"]["clustering"] == "leiden"
+    assert ws.manifest.entry("communities:archrag-spectral")["config"]["clustering"] == "spectral"
+    assert ws.manifest.entry("tree:kmeans")["config"]["method"] == "kmeans"
+    assert ws.manifest.entry("tree")["config"]["method"] == "gmm"
     store = CommunityStore(ws)
     spectral = store.load("archrag-spectral")
     assert spectral and all(c.hierarchy == "archrag-spectral" for c in spectral)
@@ -225,9 +225,9 @@ def test_every_hierarchy_builds_lazily_with_llm_summaries(indexed) -> None:
     assert {"index.graphrag.report", "index.archrag.summarize", "index.hygrag.summarize",
             "index.leanrag.aggregate_entity"} <= stages
     assert {"index.graphrag.report", "index.archrag.summarize"} <= set(ledger.stages)  # accounted per stage
-    assert ws.manifest_entry("communities:graphrag")["level_order"] == "top_down"
+    assert ws.manifest.entry("communities:graphrag")["level_order"] == "top_down"
     entity_ids, _ = load_vectors(ws, "entity_vectors", "entity_vectors")
-    assert ws.manifest_entry("hygrag_node_vectors")["count"] == len(ws.chunk_ids()) + len(entity_ids)
+    assert ws.manifest.entry("hygrag_node_vectors")["count"] == len(ws.corpus.chunk_ids()) + len(entity_ids)
     calls = chat.calls
     again, _ = ensure(ws, settings, HIERARCHY_ARTIFACTS, embedder=embedder, chat=chat)
     assert again == [] and chat.calls == calls
@@ -283,7 +283,7 @@ def test_tree_summaries_follow_the_summarizer_setting(indexed) -> None:
     ws, settings, embedder = indexed
     chat = ScriptedChat()
     ensure(ws, settings, ["tree"], embedder=embedder, chat=chat)  # no endpoint: extractive
-    stats = ws.manifest_entry("tree")["stats"]
+    stats = ws.manifest.entry("tree")["stats"]
     assert chat.calls == 0 and stats["summaries"] > 0 and stats["fallback_summaries"] == stats["summaries"]
     llm = make_settings(ws.root, graph__extractor="llm", index__summarizer="llm")
     rebuilt, _ = ensure(ws, llm, ["tree"], embedder=embedder, chat=chat)

@@ -272,11 +272,11 @@ def test_the_estimate_after_a_killed_sync_counts_the_hierarchies_re_summaries(tm
     before = estimate()
     with pytest.raises(KeyboardInterrupt):
         index(_DiesAtSummaries())
-    assert ws.stale_artifacts()
+    assert ws.manifest.stale_artifacts()
 
     resumed_estimate, resumed = estimate(), ScriptedChat()
     index(resumed)
-    assert not ws.stale_artifacts()
+    assert not ws.manifest.stale_artifacts()
     summaries = {step.step: step.calls for step in resumed_estimate.steps}
     assert set(summaries) == set(HIERARCHIES)  # the old estimate had none: the chunks were stored already
     assert "extract" not in summaries  # and nothing left to extract

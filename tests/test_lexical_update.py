@@ -176,7 +176,7 @@ def _content_of_file(path: Path) -> dict[str, Any]:
 def test_deleting_the_added_passages_equals_a_build_over_the_rest(tmp_path: Path, tokenised: dict[str, int]) -> None:
     shrunk = _workspace(tmp_path / "shrunk", A, B)
     _build(shrunk)
-    shrunk.delete_documents({doc.id for doc in _documents(B)})
+    shrunk.corpus.delete_documents({doc.id for doc in _documents(B)})
     _build(shrunk)
     assert tokenised == {name: len(A) + len(B) for name in INDICES}  # the delete tokenised nothing
     alone = _workspace(tmp_path / "alone", A)
@@ -190,7 +190,7 @@ def test_a_changed_passage_is_counted_again(tmp_path: Path, tokenised: dict[str,
     edited = [*A[:7], {"title": A[7]["title"], "text": "Zanzibar cloves and the quokka of Rottnest."}, *A[8:]]
     changed = _workspace(tmp_path / "changed", A)
     _build(changed)
-    changed.delete_documents([_documents([A[7]])[0].id])
+    changed.corpus.delete_documents([_documents([A[7]])[0].id])
     ingest(changed, [], make_settings(changed.root), documents=_documents(edited[7:8]))
     _build(changed)
     assert tokenised == {name: len(A) + 1 for name in INDICES}
@@ -198,7 +198,7 @@ def test_a_changed_passage_is_counted_again(tmp_path: Path, tokenised: dict[str,
     _build(whole)
     _assert_same_indices(changed, whole)
     assert TfidfIndex.load(changed.artifact_path("chunks.tfidf")).search("quokka Zanzibar", 1)[0][0] \
-        == changed.chunk_ids()[-1]
+        == changed.corpus.chunk_ids()[-1]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "cut", "other tokeniser", "lost"])
@@ -245,7 +245,7 @@ def test_a_build_killed_before_its_counts_are_saved_resumes_to_the_same_state(
         for build, _ in INDICES.values():
             with pytest.raises(KeyboardInterrupt):
                 build(grown)
-    assert grown.stale_artifacts().keys() >= {"chunk_bm25", "chunk_tfidf"}
+    assert grown.manifest.stale_artifacts().keys() >= {"chunk_bm25", "chunk_tfidf"}
     _build(grown)
     whole = _workspace(tmp_path / "whole", A, B)
     _build(whole)

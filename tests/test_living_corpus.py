@@ -70,7 +70,7 @@ def snapshot(ws: Workspace) -> dict[str, Any]:
     """Everything a query can read, in a comparable form."""
     graph = GraphStore(ws).load_graph()
     communities = CommunityStore(ws)
-    manifest = ws.manifest()
+    manifest = ws.manifest.entries()
     settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
     runner = MethodRunner(ws, settings, _stack(ws, settings))
     retrieved = {}
@@ -78,7 +78,7 @@ def snapshot(ws: Workspace) -> dict[str, Any]:
         result = runner.run(resolve_method(name), QUESTION, generate=False)
         retrieved[name] = [(item.kind, item.id) for item in result.context]
     return {
-        "chunks": ws.chunk_ids(),
+        "chunks": ws.corpus.chunk_ids(),
         "entities": {key: (e.name, e.type, e.description) for key, e in graph.entities.items()},
         "relationships": sorted((r.source, r.target, r.description) for r in graph.relationships.values()),
         "communities": {
@@ -111,12 +111,12 @@ def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[st
     assert grown.ingest.documents_added == len(B)
     middle = snapshot(ws)
     assert len(middle["entities"]) > len(alone["entities"])  # B added entities (Quokka, Perth...)
-    assert not ws.stale_artifacts()  # the insert refreshed every built artifact
+    assert not ws.manifest.stale_artifacts()  # the insert refreshed every built artifact
 
     report = _delete(ws, [str(b)])
     assert report.documents_removed == len(B)
     after = snapshot(ws)
-    assert not ws.stale_artifacts()
+    assert not ws.manifest.stale_artifacts()
     for key in alone:
         assert after[key] == alone[key], key
     ws.close()
@@ -151,14 +151,14 @@ def test_a_killed_delete_is_finished_by_the_next_run(tmp_path: Path, alone: dict
             faults.setattr(pipeline, "ensure_artifacts", killed)
         with pytest.raises(_Killed):
             _delete(ws, [str(b)])
-    assert len(ws.documents()) == len(A) and ws.stale_artifacts()
+    assert len(ws.corpus.documents()) == len(A) and ws.manifest.stale_artifacts()
 
     if resume_by == "delete":
         report = _delete(ws, [str(b)])
         assert (report.documents_removed, report.finished) == (0, [str(b)])
     else:
         _index(ws, [])
-    assert not ws.stale_artifacts() and ws.pending_delete() is None
+    assert not ws.manifest.stale_artifacts() and ws.manifest.pending_delete() is None
     after = snapshot(ws)
     for key in alone:
         assert after[key] == alone[key], key
@@ -208,13 +208,13 @@ def test_delete_forgets_the_documents_entities_and_extractions(tmp_path: Path) -
     _index(ws, [_write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)])
     names = {e.name for e in GraphStore(ws).load_graph().entities.values()}
     assert "Quokka" in names
-    quokka = next(doc["id"] for doc in ws.documents() if doc["title"] == "Quokka")
+    quokka = next(doc["id"] for doc in ws.corpus.documents() if doc["title"] == "Quokka")
     _delete(ws, [quokka])
     graph = GraphStore(ws).load_graph()
     assert "Quokka" not in {e.name for e in graph.entities.values()}
-    assert len(ws.documents()) == len(A) + len(B) - 1
+    assert len(ws.corpus.documents()) == len(A) + len(B) - 1
     stored = {row[0] for row in ws.db.execute("SELECT chunk_id FROM extractions")}
-    assert stored == set(ws.chunk_ids())  # no extraction outlives its chunk
+    assert stored == set(ws.corpus.chunk_ids())  # no extraction outlives its chunk
     ws.close()
 
 
@@ -222,10 +222,10 @@ def test_unknown_target_changes_nothing(tmp_path: Path) -> None:
     ws = Workspace.init(tmp_path / "ws")
     a = _write(tmp_path / "a.json", A)
     _index(ws, [a])
-    version, count = ws.corpus_version(), len(ws.documents())
+    version, count = ws.corpus.version(), len(ws.corpus.documents())
     with pytest.raises(SourceError, match="no document 'doc-nope'.*nothing was deleted"):
         _delete(ws, [str(a), "doc-nope"])
-    assert ws.corpus_version() == version and len(ws.documents()) == count
+    assert ws.corpus.version() == version and len(ws.corpus.documents()) == count
     ws.close()
 
 
@@ -234,15 +234,15 @@ def test_deleting_everything_leaves_a_valid_empty_workspace(tmp_path: Path) -> N
     a = _write(tmp_path / "a.json", A)
     _index(ws, [a])
     _delete(ws, [str(a)])
-    assert ws.counts() == {"documents": 0, "chunks": 0, "chunk_tokens": 0}
-    assert set(ws.manifest()) <= {"chunks"}
+    assert ws.corpus.counts() == {"documents": 0, "chunks": 0, "chunk_tokens": 0}
+    assert set(ws.manifest.entries()) <= {"chunks"}
     assert not GraphStore(ws).load_graph().entities
     assert not (ws.root / "artifacts").exists()
     settings = make_settings(ws.root)
     with pytest.raises(WorkspaceError, match="no indexed corpus"):
         prepare_query(ws, settings, _stack(ws, settings), ["chunk_vectors"])
     _index(ws, [_write(tmp_path / "b.json", B)])  # and it takes a new corpus
-    assert len(ws.documents()) == len(B)
+    assert len(ws.corpus.documents()) == len(B)
     ws.close()
 
 
@@ -253,10 +253,10 @@ def test_changed_file_replaces_its_old_version(tmp_path: Path) -> None:
     (folder / "paris.txt").write_text("Paris is the capital of France.", encoding="utf-8")
     ws = Workspace.init(tmp_path / "ws")
     _index(ws, [folder])
-    old = {doc["title"]: doc["id"] for doc in ws.documents()}
+    old = {doc["title"]: doc["id"] for doc in ws.corpus.documents()}
     (folder / "curie.txt").write_text("Marie Curie discovered Polonium in Paris.", encoding="utf-8")
     report = _index(ws, [folder])
-    docs = {doc["title"]: doc for doc in ws.documents()}
+    docs = {doc["title"]: doc for doc in ws.corpus.documents()}
     assert len(docs) == 2 and report.ingest.documents_removed == 1
     assert docs["curie"]["id"] != old["curie"] and docs["paris"]["id"] == old["paris"]
     names = {e.name for e in GraphStore(ws).load_graph().entities.values()}
@@ -273,10 +273,10 @@ def test_sync_deletes_documents_of_vanished_files(tmp_path: Path) -> None:
     _index(ws, [folder])
     (folder / "two.txt").unlink()
     kept = _index(ws, [folder])
-    assert len(ws.documents()) == 3 and kept.ingest.documents_removed == 0  # without --sync: kept
+    assert len(ws.corpus.documents()) == 3 and kept.ingest.documents_removed == 0  # without --sync: kept
     synced = _index(ws, [folder], sync=True)
     assert synced.ingest.documents_removed == 1
-    assert sorted(doc["title"] for doc in ws.documents()) == ["one", "three"]
+    assert sorted(doc["title"] for doc in ws.corpus.documents()) == ["one", "three"]
     ws.close()
 
 
@@ -290,10 +290,10 @@ def test_jsonl_records_are_replaced_and_deleted_by_id(tmp_path: Path) -> None:
     records[1]["text"] = "Perth lies on the Swan River."
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     _index(ws, [path])
-    sources = sorted(source for doc in ws.documents() for source in doc["sources"])
+    sources = sorted(source for doc in ws.corpus.documents() for source in doc["sources"])
     assert sources == [f"{path.resolve()}#r1", f"{path.resolve()}#r2"]
     _delete(ws, [f"{path}#r2"])
-    assert [doc["sources"] for doc in ws.documents()] == [[f"{path.resolve()}#r1"]]
+    assert [doc["sources"] for doc in ws.corpus.documents()] == [[f"{path.resolve()}#r1"]]
     ws.close()
 
 
@@ -302,7 +302,7 @@ def test_a_query_never_answers_from_a_stale_artifact(tmp_path: Path) -> None:
     _index(ws, [_write(tmp_path / "a.json", A)])
     settings = make_settings(ws.root, graph__extractor="llm", concurrency=1)
     ingest(ws, [_write(tmp_path / "b.json", B)], settings)  # corpus grows; nothing refreshed yet
-    stale = ws.stale_artifacts()
+    stale = ws.manifest.stale_artifacts()
     assert {"graph", "communities:graphrag", "chunk_vectors"} <= set(stale)
     needs = resolve_method("lgraphrag").requires()
     with pytest.raises(WorkspaceError, match=r"artifact '.+' is (stale|missing).*--no-build"):
@@ -357,7 +357,7 @@ def _assert_hierarchies_whole(ws: Workspace) -> None:
     per level where the algorithm places all, at most one elsewhere; children exist one level down;
     every id refers to something stored."""
     graph = GraphStore(ws).load_graph()
-    chunks = set(ws.chunk_ids())
+    chunks = set(ws.corpus.chunk_ids())
     store = CommunityStore(ws)
     for name in ("archrag", "hygrag", "leanrag"):
         communities = store.load(name)
@@ -384,12 +384,12 @@ def test_a_small_insert_attaches_and_keeps_every_hierarchy_whole(tmp_path: Path)
     ws = _attach_workspace(tmp_path / "ws")
     first = _index(ws, [_write(tmp_path / "a.json", A)])
     grown = _index(ws, [_write(tmp_path / "c.json", C)])
-    manifest = ws.manifest()
+    manifest = ws.manifest.entries()
     for name in ATTACHED:
         assert manifest[name]["update"]["mode"] == "attach", name
         assert manifest[name]["update"]["changed"] > 0, name
     _assert_hierarchies_whole(ws)
-    assert not ws.stale_artifacts()
+    assert not ws.manifest.stale_artifacts()
     # ArchRAG's kNN augmentation continued the last build's lists; LeanRAG recorded its links' bases.
     assert manifest["communities:archrag"]["stats"]["per_level"][0]["knn_lists"] == "update"
     assert ws.artifact_path("communities.archrag.knn.npz").exists()
@@ -417,7 +417,7 @@ def test_attached_insert_then_delete_equals_never_inserted(tmp_path: Path) -> No
     ws = _attach_workspace(tmp_path / "ws")
     _index(ws, [_write(tmp_path / "a.json", A)])
     _index(ws, [_write(tmp_path / "c.json", C)])
-    assert ws.manifest()["communities:hygrag"]["update"]["mode"] == "attach"
+    assert ws.manifest.entries()["communities:hygrag"]["update"]["mode"] == "attach"
     _delete(ws, [str(tmp_path / "c.json")])
     after = snapshot(ws)
     for key in expected:
@@ -432,7 +432,7 @@ def test_update_rebuild_setting_clusters_afresh(tmp_path: Path) -> None:
     ws = Workspace.init(root)
     _index(ws, [_write(tmp_path / "a.json", A)])
     _index(ws, [_write(tmp_path / "c.json", C)])
-    assert {ws.manifest()[name]["update"]["mode"] for name in ATTACHED} == {"rebuild"}
+    assert {ws.manifest.entries()[name]["update"]["mode"] for name in ATTACHED} == {"rebuild"}
     ws.close()
 
 
@@ -442,9 +442,9 @@ def test_a_lost_leaf_list_means_a_full_build(tmp_path: Path) -> None:
     ws = _attach_workspace(tmp_path / "ws")
     _index(ws, [_write(tmp_path / "a.json", A)])
     leaves_path(ws, "communities:archrag").unlink()
-    assert "communities:archrag" in ws.stale_artifacts()  # its file record says it is damaged
+    assert "communities:archrag" in ws.manifest.stale_artifacts()  # its file record says it is damaged
     _index(ws, [_write(tmp_path / "c.json", C)])
-    assert ws.manifest()["communities:archrag"]["update"]["reason"] == "no leaf list from the last build"
+    assert ws.manifest.entries()["communities:archrag"]["update"]["reason"] == "no leaf list from the last build"
     _assert_hierarchies_whole(ws)
     ws.close()
 
@@ -476,7 +476,7 @@ def test_a_killed_attached_insert_resumes_to_the_same_state_without_repeating_ca
         _index_with(ws, [c], dying)
     resumed = ScriptedChat()
     _index_with(ws, [c], resumed)
-    assert not ws.stale_artifacts()
+    assert not ws.manifest.stale_artifacts()
     after = snapshot(ws)
     for key in expected:
         assert after[key] == expected[key], key
@@ -492,7 +492,7 @@ def test_communities_whose_members_did_not_change_keep_their_summaries(tmp_path:
     before = {name: {(c.level, frozenset(c.children)): c.summary for c in store.load(name)}
               for name in ("graphrag", "archrag", "hygrag", "leanrag")}
     _index(ws, [_write(tmp_path / "c.json", C)])  # Warsaw and Poland gain a description
-    manifest = ws.manifest()
+    manifest = ws.manifest.entries()
     kept_any = False
     for name, summaries in before.items():
         after = store.load(name)
@@ -516,7 +516,7 @@ def test_resummarize_share_reaches_the_attached_hierarchies(tmp_path: Path) -> N
     ws = _attach_workspace(tmp_path / "ws")
     _index(ws, [_write(tmp_path / "a.json", A)])
     _index(ws, [_write(tmp_path / "c.json", C)])
-    manifest = ws.manifest()
+    manifest = ws.manifest.entries()
     for name in ("communities:archrag", "communities:leanrag"):
         assert "kept_within_drift" in manifest[name]["stats"]["update"], name
     settings = load_settings(ws.root)
@@ -537,12 +537,12 @@ def test_the_tree_records_its_kept_summaries_bases_and_a_lost_record_re_asks_ins
     _index(ws, [_write(tmp_path / "a.json", A)])
     basis = ws.artifact_path("tree.written_from.json")
     assert json.loads(basis.read_text(encoding="utf-8")) == {}  # a full build: every basis is its leaves
-    assert "artifacts/tree.written_from.json" in ws.manifest()["tree"]["files"]
+    assert "artifacts/tree.written_from.json" in ws.manifest.entries()["tree"]["files"]
     basis.write_text("{not json", encoding="utf-8")
-    assert "tree" in ws.stale_artifacts()
+    assert "tree" in ws.manifest.stale_artifacts()
     _index(ws, [_write(tmp_path / "c.json", C)])
-    assert ws.manifest()["tree"]["update"]["mode"] == "attach"
-    assert ws.manifest()["tree"]["stats"]["update"].get("kept_within_drift", 0) == 0
+    assert ws.manifest.entries()["tree"]["update"]["mode"] == "attach"
+    assert ws.manifest.entries()["tree"]["stats"]["update"].get("kept_within_drift", 0) == 0
     assert isinstance(json.loads(basis.read_text(encoding="utf-8")), dict)
-    assert not ws.stale_artifacts()
+    assert not ws.manifest.stale_artifacts()
     ws.close()

@@ -125,7 +125,7 @@ def _settings(ws: Workspace) -> Any:
 
 def _state(ws: Workspace) -> dict[str, Any]:
     store = GraphStore(ws)
-    manifest = ws.manifest()
+    manifest = ws.manifest.entries()
     return {
         "graph": store.load_graph(),
         "merge_state": sorted(store.db.execute("SELECT id, state FROM merge_state")),
@@ -143,15 +143,15 @@ def test_insert_extends_and_delete_merges_whole_equal_to_building_from_scratch(t
     try:
         _index(grown, base, tmp_path, "base")
         _index(grown, more, tmp_path, "more")
-        assert grown.manifest_entry("graph")["update"]["mode"] == "extend"
-        assert grown.manifest_entry("chunk_links:pg")["update"]["mode"] == "extend"
+        assert grown.manifest.entry("graph")["update"]["mode"] == "extend"
+        assert grown.manifest.entry("chunk_links:pg")["update"]["mode"] == "extend"
         _index(grown, rest, tmp_path, "rest")
-        assert grown.manifest_entry("graph")["update"]["mode"] == "extend"
-        assert grown.manifest_entry("graph")["descriptions_shortened"] > 0
+        assert grown.manifest.entry("graph")["update"]["mode"] == "extend"
+        assert grown.manifest.entry("graph")["descriptions_shortened"] > 0
         after_insert = _state(grown)
         settings = _settings(grown)
         run_delete(grown, [str(tmp_path / "rest.json")], settings, fake_stack(settings, grown))
-        assert grown.manifest_entry("graph")["update"]["mode"] == "full"
+        assert grown.manifest.entry("graph")["update"]["mode"] == "full"
         after_delete = _state(grown)
     finally:
         grown.close()
@@ -187,7 +187,7 @@ def test_an_extension_on_postgresql_keeps_the_row_order_of_a_whole_merge(tmp_pat
     try:
         _index(grown, passages[:18], tmp_path, "base")
         _index(grown, passages[18:], tmp_path, "more")
-        assert grown.manifest_entry("graph")["update"]["mode"] == "extend"
+        assert grown.manifest.entry("graph")["update"]["mode"] == "extend"
         got = _state(grown)
     finally:
         grown.close()

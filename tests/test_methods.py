@@ -132,7 +132,7 @@ def test_bm25_and_vanilla_return_top_k_chunks_in_score_order(indexed: Indexed, m
     result = indexed.ask(method, BROAD_QUESTION)
     top_k = Settings().retrieval.top_k
     assert len(result.context) == top_k
-    doc_ids = indexed.ws.document_ids()
+    doc_ids = indexed.ws.corpus.document_ids()
     for item in result.context:
         assert item.kind == "chunk"
         assert item.source

@@ -63,7 +63,7 @@ def hand(tmp_path_factory: pytest.TempPathFactory):
     ws, settings, embedder = build_hand_graph(root)
     result = HierarchyResult("graphrag", "top_down", _communities())
     CommunityStore(ws).save(result)
-    ws.set_manifest_entry("communities:graphrag", {"config": {}, "inputs": "hand-made", "count": 7,
+    ws.manifest.set_entry("communities:graphrag", {"config": {}, "inputs": "hand-made", "count": 7,
                                                    "level_order": "top_down"})
     ctx = BuildContext(ws, settings, fake_stack(settings, ws, embedder=embedder).accounted(UsageLedger()), Progress())
     artifact_registry()["community_vectors:graphrag"].build(ctx)

@@ -93,7 +93,7 @@ def _communities(hierarchy: str, names: list[str], chunks: dict[str, list[str]] 
 
 def _save_hierarchy(ws, hierarchy: str, communities: list[Community], links: list[CommunityLink] = ()) -> None:
     CommunityStore(ws).save(HierarchyResult(hierarchy, "bottom_up", communities, list(links)))
-    ws.set_manifest_entry(f"communities:{hierarchy}", {"config": {}, "inputs": f"hand-made {hierarchy}",
+    ws.manifest.set_entry(f"communities:{hierarchy}", {"config": {}, "inputs": f"hand-made {hierarchy}",
                                                        "count": len(communities), "level_order": "bottom_up"})
 
 
@@ -108,7 +108,7 @@ def hand(tmp_path_factory: pytest.TempPathFactory):
     chunk_vectors = np.asarray(chunk_vectors)
 
     # RAPTOR tree: leaves are the chunks (their own vectors), summaries embedded by hand.
-    texts = {c.id: c.indexed_text for c in ws.iter_chunks()}
+    texts = {c.id: c.indexed_text for c in ws.corpus.iter_chunks()}
     summaries = {
         "tree-1-curies": (1, "Marie Curie and Pierre Curie discovered radium together in Paris.",
                           [chunk["Marie Curie"], chunk["Pierre Curie"]]),
@@ -120,7 +120,7 @@ def hand(tmp_path_factory: pytest.TempPathFactory):
     nodes += [(nid, layer, text, children, embedder.embed([text]).vectors[0])
               for nid, (layer, text, children) in summaries.items()]
     GraphStore(ws).save_tree(nodes)
-    ws.set_manifest_entry("tree", {"config": {}, "inputs": "hand-made tree", "count": len(nodes)})
+    ws.manifest.set_entry("tree", {"config": {}, "inputs": "hand-made tree", "count": len(nodes)})
     registry["tree_vectors"].build(ctx)
 
     # ArchRAG: two community levels, C-HNSW by the real builder.

@@ -76,11 +76,11 @@ def index(root: Path, corpus: Path, executor: str, log: Path, **overrides: Any) 
 def built(workspace: Workspace) -> dict[str, Any]:
     """What an index run leaves: chunks, extractions, the merged graph, vectors, tree, communities."""
     store = GraphStore(workspace)
-    extractor = workspace.manifest_entry("graph")["config"]["extractor"]
+    extractor = workspace.manifest.entry("graph")["config"]["extractor"]
     graph = store.load_graph()
     return {
-        "chunks": workspace.chunk_ids(),
-        "extractions": store.load_extractions(extractor, workspace.chunk_ids()),
+        "chunks": workspace.corpus.chunk_ids(),
+        "extractions": store.load_extractions(extractor, workspace.corpus.chunk_ids()),
         "entities": graph.entities, "relationships": graph.relationships,
         "chunk_vectors": np.load(workspace.artifact_path("chunk_vectors.npy")).tolist(),
         "entity_vectors": np.load(workspace.artifact_path("entity_vectors.npy")).tolist(),
@@ -148,8 +148,8 @@ def test_a_killed_driver_resumes_without_repeating_a_model_call(ray_instance: An
     assert 2 <= sum(before.values()) < 6  # some extractions ran, not all
     workspace = index(tmp_path / "ws", corpus, "ray", log, **options)
     assert max(calls(log).values()) == 1  # no call made twice, across both runs
-    assert len(GraphStore(workspace).extracted_chunk_ids(workspace.manifest_entry("graph")["config"]["extractor"])) \
-        == len(workspace.chunk_ids())
+    assert len(GraphStore(workspace).extracted_chunk_ids(workspace.manifest.entry("graph")["config"]["extractor"])) \
+        == len(workspace.corpus.chunk_ids())
     assert os.path.getsize(log) > 0
 
 

@@ -172,7 +172,7 @@ def test_graph_routes_flag_a_graph_behind_the_corpus(tmp_path: Path) -> None:
             assert hub["stale"] is False and hub["stale_artifacts"] == {} and community["stale"] is False
             other = Workspace.open(tmp_path / "ws")  # the delete's own process, killed after its first step
             try:
-                other.delete_documents([client.get("/documents").json()[0]["id"]])
+                other.corpus.delete_documents([client.get("/documents").json()[0]["id"]])
             finally:
                 other.close()
             routes = ["/graph/kg", "/graph/kg/search?q=a", "/communities/graphrag",
@@ -269,6 +269,6 @@ def test_with_a_key_sigterm_waits_for_the_running_upload(tmp_path: Path) -> None
     assert "Application shutdown complete" in logged and key not in logged
     ws = Workspace.open(root)
     try:
-        assert "Okapi" in ws.document_titles() and ws.stale_artifacts() == {}
+        assert "Okapi" in ws.corpus.document_titles() and ws.manifest.stale_artifacts() == {}
     finally:
         ws.close()

@@ -72,14 +72,14 @@ def test_both_stores_hold_the_same_tables_and_artifacts(stores: dict[str, Built]
 
     sqlite_ws, postgres_ws = stores["sqlite"][0], stores["postgresql"][0]
     assert postgres_ws.location.is_postgres and not sqlite_ws.location.is_postgres
-    assert sqlite_ws.counts() == postgres_ws.counts()
+    assert sqlite_ws.corpus.counts() == postgres_ws.corpus.counts()
     assert GraphStore(sqlite_ws).graph_counts() == GraphStore(postgres_ws).graph_counts()
     assert CommunityStore(sqlite_ws).level_counts() == CommunityStore(postgres_ws).level_counts()
-    inputs = {name: {k: entry.get("inputs") for k, entry in ws.manifest().items()}
+    inputs = {name: {k: entry.get("inputs") for k, entry in ws.manifest.entries().items()}
               for name, (ws, _, _) in stores.items()}
     assert inputs["sqlite"] == inputs["postgresql"]
-    assert postgres_ws.manifest()["chunk_vectors"]["config"]["index"] == "pgvector"
-    assert not postgres_ws.stale_artifacts()
+    assert postgres_ws.manifest.entries()["chunk_vectors"]["config"]["index"] == "pgvector"
+    assert not postgres_ws.manifest.stale_artifacts()
 
 
 @pytest.mark.parametrize("method", sorted(builtin_methods()))

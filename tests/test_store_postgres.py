@@ -95,12 +95,12 @@ def test_migrations_run_once_in_order_and_a_newer_store_is_refused(tmp_path: Pat
 def test_a_workspace_from_before_schema_versions_is_brought_up_to_date(tmp_path: Path) -> None:
     """Its tables exist but no version is recorded: the migrations find their work done."""
     ws = Workspace.init(tmp_path / "ws")
-    ws.add_documents([])
+    ws.corpus.add_documents([])
     ws.db.execute("DROP TABLE schema_versions")
     ws.db.commit()
     ws.close()
     again = Workspace.open(tmp_path / "ws")
-    assert again.counts()["documents"] == 0 and schema_version(again.db, "workspace") == 2
+    assert again.corpus.counts()["documents"] == 0 and schema_version(again.db, "workspace") == 2
     again.close()
 
 
@@ -159,11 +159,12 @@ def test_another_directory_on_the_same_store_answers_from_the_stored_artifacts(
     assert _contexts(reader, postgres_store) == expected
     bm25_files = list((tmp_path / "reader" / "artifacts" / "chunks.bm25").iterdir())
     assert bm25_files
-    built_at = reader.manifest_entry("chunk_bm25")["built_at"]  # type: ignore[index]
+    built_at = reader.manifest.entry("chunk_bm25")["built_at"]  # type: ignore[index]
     bm25_files[0].write_bytes(b"cut")  # a damaged local copy is fetched again, not rebuilt
-    assert reader.is_current("chunk_bm25", reader.manifest_entry("chunk_bm25")["inputs"])  # type: ignore[index]
+    inputs = reader.manifest.entry("chunk_bm25")["inputs"]  # type: ignore[index]
+    assert reader.manifest.is_current("chunk_bm25", inputs)
     assert bm25_files[0].read_bytes() != b"cut"
-    assert reader.manifest_entry("chunk_bm25")["built_at"] == built_at  # type: ignore[index]
+    assert reader.manifest.entry("chunk_bm25")["built_at"] == built_at  # type: ignore[index]
     reader.close()
 
 
@@ -247,8 +248,8 @@ def test_migrate_to_postgresql_and_back_keeps_every_answer(tmp_path: Path, postg
     ws = Workspace.init(root)
     _index(ws, "sqlite")
     before = _contexts(ws, "sqlite")
-    manifest = {name: entry.get("inputs") for name, entry in ws.manifest().items()}
-    counts = ws.counts()
+    manifest = {name: entry.get("inputs") for name, entry in ws.manifest.entries().items()}
+    counts = ws.corpus.counts()
     ws.close()
 
     runner = CliRunner()
@@ -259,9 +260,9 @@ def test_migrate_to_postgresql_and_back_keeps_every_answer(tmp_path: Path, postg
     assert any(line.startswith("artifacts: ") and line.endswith("fingerprints verified") for line in lines)
     assert postgres_store in (root / "unirag.yaml").read_text()
     on_postgres = Workspace.open(root)  # the settings now name the PostgreSQL store
-    assert on_postgres.location.is_postgres and on_postgres.counts() == counts
-    assert {name: entry.get("inputs") for name, entry in on_postgres.manifest().items()} == manifest
-    assert not on_postgres.stale_artifacts()
+    assert on_postgres.location.is_postgres and on_postgres.corpus.counts() == counts
+    assert {name: entry.get("inputs") for name, entry in on_postgres.manifest.entries().items()} == manifest
+    assert not on_postgres.manifest.stale_artifacts()
     assert _contexts(on_postgres, postgres_store) == before
     on_postgres.close()
 
@@ -270,8 +271,8 @@ def test_migrate_to_postgresql_and_back_keeps_every_answer(tmp_path: Path, postg
     back = runner.invoke(app, ["migrate", "-w", str(root), "--to", "sqlite", "--replace"])
     assert back.exit_code == 0, back.output
     again = Workspace.open(root)
-    assert not again.location.is_postgres and again.counts() == counts
-    assert not again.stale_artifacts()
+    assert not again.location.is_postgres and again.corpus.counts() == counts
+    assert not again.manifest.stale_artifacts()
     assert _contexts(again, "sqlite") == before
     assert list(root.glob("store.sqlite.replaced-*"))
     again.close()

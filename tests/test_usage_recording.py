@@ -98,7 +98,7 @@ def test_a_finished_run_records_each_call_once(tmp_path: Path) -> None:
     ws = Workspace.init(tmp_path / "ws")
     chat = ScriptedChat()
     report = run_index(ws, [small_corpus(tmp_path)], settings, fake_stack(settings, ws, chat=chat), graphs=["kg"])
-    stored = ws.usage_by_stage()
+    stored = ws.usage.by_stage()
     assert stored["build.extract"].llm_calls == report.ledger.stages["build.extract"].llm_calls == chat.calls
     for stage, usage in report.ledger.stages.items():
         assert stored[stage].embedded_texts == usage.embedded_texts and stored[stage].llm_calls == usage.llm_calls
@@ -124,7 +124,7 @@ def test_a_locked_store_never_fails_a_served_answer(tmp_path: Path, caplog: pyte
 
     root = tmp_path / "ws"
     with scripted_rag(root) as rag:
-        rag.workspace.usage_busy_timeout = 0.2  # the wait before giving up: short, the lock is held throughout
+        rag.workspace.usage.busy_timeout = 0.2  # the wait before giving up: short, the lock is held throughout
         rag.index(small_corpus(tmp_path))
         with running_server(rag) as url, httpx.Client(base_url=url, timeout=60) as client:
             assert client.post("/query", json={"question": "What is the capital of France?"}).status_code == 200
@@ -149,15 +149,15 @@ def test_a_locked_store_never_fails_a_served_answer(tmp_path: Path, caplog: pyte
 
 def test_usage_kept_from_a_busy_store_is_written_at_close(tmp_path: Path) -> None:
     ws = Workspace.init(tmp_path / "ws")
-    ws.usage_busy_timeout = 0.05
+    ws.usage.busy_timeout = 0.05
     ledger = UsageLedger()
     ledger.record("answer", llm_calls=1, prompt_tokens=7)
     holder = sqlite3.connect(tmp_path / "ws" / "store.sqlite", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
-    ws.record_usage("query:vanilla", ledger)
+    ws.usage.record("query:vanilla", ledger)
     holder.execute("ROLLBACK")
     holder.close()
     ws.close()
     reopened = Workspace.open(tmp_path / "ws")
-    assert reopened.usage_by_stage()["answer"].prompt_tokens == 7
+    assert reopened.usage.by_stage()["answer"].prompt_tokens == 7
     reopened.close()

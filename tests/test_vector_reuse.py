@@ -43,7 +43,7 @@ def test_digests_of_another_build_or_model_are_not_used(tmp_path: Path) -> None:
     assert model.embedded_texts == 5  # another model: every distinct text
     # the vectors file rewritten behind the manifest's back: the digests no longer belong to it
     np.save(vector_paths(ws, "v")[0], np.zeros((6, 64), np.float32))
-    ws.set_manifest_entry("v", {**ws.manifest_entry("v"), "inputs": "other"}, files=())
+    ws.manifest.set_entry("v", {**ws.manifest.entry("v"), "inputs": "other"}, files=())
     model = HashEmbedder(name="another")
     _build(ws, {**TEXTS, "f": "x", "g": "y"}, model)
     assert model.embedded_texts == 6  # every distinct text again

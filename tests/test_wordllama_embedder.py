@@ -99,15 +99,15 @@ def test_the_setting_chooses_it_and_a_switch_re_embeds(tmp_path: Path, embedder:
     ws = Workspace.init(tmp_path / "ws")
     run_index(ws, [small_corpus(tmp_path)], settings, build_stack(settings, ws.cache(), ScriptedChat(), minilm),
               graphs=[])
-    assert ws.manifest_entry("chunk_vectors")["config"]["model"] == minilm.name
+    assert ws.manifest.entry("chunk_vectors")["config"]["model"] == minilm.name
 
     fast = make_settings(embedding__model=FAST_EMBEDDING_MODEL)
     chosen = backend_embedder(fast)
     assert isinstance(chosen, WordLlamaEmbedder) and chosen.name == FAST_EMBEDDING_MODEL != minilm.name
     run_index(ws, [], fast, build_stack(fast, ws.cache(), ScriptedChat()), graphs=[])
-    assert ws.manifest_entry("chunk_vectors")["config"]["model"] == FAST_EMBEDDING_MODEL
+    assert ws.manifest.entry("chunk_vectors")["config"]["model"] == FAST_EMBEDDING_MODEL
     _, vectors = load_vectors(ws, "chunk_vectors", "chunk_vectors")
-    assert np.asarray(vectors).shape == (len(ws.chunk_ids()), 256)
+    assert np.asarray(vectors).shape == (len(ws.corpus.chunk_ids()), 256)
     ws.close()
 
 

@@ -45,7 +45,7 @@ def index(
 def counts(root: Path) -> dict[str, int]:
     ws = Workspace.open(root)
     try:
-        return ws.counts()
+        return ws.corpus.counts()
     finally:
         ws.close()
 
@@ -67,9 +67,9 @@ def test_index_small_corpus(tmp_path: Path) -> None:
 
     ws = Workspace.open(root)
     try:
-        assert ws.counts()["documents"] == N_DOCUMENTS
-        assert ws.counts()["chunks"] == N_DOCUMENTS
-        manifest = ws.manifest()
+        assert ws.corpus.counts()["documents"] == N_DOCUMENTS
+        assert ws.corpus.counts()["chunks"] == N_DOCUMENTS
+        manifest = ws.manifest.entries()
         for name in ("chunks", "chunk_vectors", "chunk_bm25"):
             assert name in manifest, name
             assert manifest[name]["config"], name
@@ -80,8 +80,8 @@ def test_index_small_corpus(tmp_path: Path) -> None:
         vectors_path, hnsw_path = chunk_vector_paths(ws)
         assert vectors_path.is_file() and hnsw_path.is_file()
         assert np.load(vectors_path).shape == (N_DOCUMENTS, embedder.dim)
-        assert ws.usage_by_stage()["index.embed_chunks"].embedded_texts == N_DOCUMENTS
-        titles = {chunk.title for chunk in ws.iter_chunks()}
+        assert ws.usage.by_stage()["index.embed_chunks"].embedded_texts == N_DOCUMENTS
+        titles = {chunk.title for chunk in ws.corpus.iter_chunks()}
         assert {"paris", "tokyo", "nile", "Zanzibar", "Quokka", "Marie Curie"} == titles
     finally:
         ws.close()
@@ -96,7 +96,7 @@ def test_manifest_records_build_seconds(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - started
     ws = Workspace.open(root)
     try:
-        manifest = ws.manifest()
+        manifest = ws.manifest.entries()
     finally:
         ws.close()
     for name in ("chunk_vectors", "chunk_bm25"):
@@ -109,11 +109,11 @@ def test_a_lost_file_of_a_directory_artifact_makes_it_stale(tmp_path: Path) -> N
     index(root, [corpus])
     ws = Workspace.open(root)
     try:
-        recorded = ws.manifest_entry("chunk_bm25")["files"]
+        recorded = ws.manifest.entry("chunk_bm25")["files"]
         assert "artifacts/chunks.bm25/ids.json" in recorded and all(size > 0 for size in recorded.values())
-        assert not ws.stale_artifacts()
+        assert not ws.manifest.stale_artifacts()
         (root / "artifacts" / "chunks.bm25" / "ids.json").unlink()
-        assert ws.stale_artifacts() == {"chunk_bm25": "damaged (artifacts/chunks.bm25/ids.json is missing)"}
+        assert ws.manifest.stale_artifacts() == {"chunk_bm25": "damaged (artifacts/chunks.bm25/ids.json is missing)"}
     finally:
         ws.close()
     report, embedder = index(root, [corpus])
@@ -195,15 +195,16 @@ def test_resume_after_kill_embeds_nothing_twice(tmp_path: Path) -> None:
     ws = Workspace.open(root)
     try:
         # the killed run's usage was recorded too
-        assert ws.usage_by_stage()["index.embed_chunks"].embedded_texts == n_chunks
+        assert ws.usage.by_stage()["index.embed_chunks"].embedded_texts == n_chunks
         hnsw = HnswIndex.load(chunk_vector_paths(ws)[1])
         assert len(hnsw) == n_chunks
         probe = HashEmbedder()
-        for chunk in list(ws.iter_chunks())[:5]:
+        for chunk in list(ws.corpus.iter_chunks())[:5]:
             (best_id, score), *_ = hnsw.search(probe.embed([chunk.indexed_text]).vectors, 3)[0]
             assert score == pytest.approx(1.0, abs=1e-5)
-            assert ws.get_chunks([best_id])[best_id].indexed_text == chunk.indexed_text
-        assert Bm25Index.load(ws.artifact_path("chunks.bm25")).search("Zanzibar cloves", 1)[0][0] in ws.chunk_ids()
+            assert ws.corpus.get_chunks([best_id])[best_id].indexed_text == chunk.indexed_text
+        top = Bm25Index.load(ws.artifact_path("chunks.bm25")).search("Zanzibar cloves", 1)[0][0]
+        assert top in ws.corpus.chunk_ids()
     finally:
         ws.close()
 
@@ -218,7 +219,7 @@ def test_changing_chunk_size_needs_rebuild(tmp_path: Path) -> None:
     assert counts(root) == before
     # after clearing (what --rebuild does) the new size is accepted
     ws = Workspace.open(root)
-    ws.clear_corpus()
+    ws.corpus.clear()
     ws.close()
     report, embedder = index(root, [corpus], chunking__size=128, chunking__overlap=8)
     assert report.ingest.documents_added == N_DOCUMENTS
@@ -358,7 +359,7 @@ def test_hotpotqa_questions_and_corpus(tmp_path: Path, sample_datasets: Path) ->
 
     ws = Workspace.open(root)
     try:
-        chunks = list(ws.iter_chunks())
+        chunks = list(ws.corpus.iter_chunks())
         bm25 = Bm25Index.load(ws.artifact_path("chunks.bm25"))
         hnsw = HnswIndex.load(chunk_vector_paths(ws)[1])
         probe = HashEmbedder()
@@ -366,7 +367,7 @@ def test_hotpotqa_questions_and_corpus(tmp_path: Path, sample_datasets: Path) ->
             assert bm25.search(chunk.indexed_text, 3)[0][0] == chunk.id
             (best, score), *_ = hnsw.search(probe.embed([chunk.indexed_text]).vectors, 3)[0]
             assert score == pytest.approx(1.0, abs=1e-5)
-            assert ws.get_chunks([best])[best].indexed_text == chunk.indexed_text
+            assert ws.corpus.get_chunks([best])[best].indexed_text == chunk.indexed_text
     finally:
         ws.close()
 

@@ -140,14 +140,14 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
     from unirag.graph.graph_store import GraphStore
 
     store = GraphStore(workspace)
-    manifest = workspace.manifest()
-    usage = workspace.usage_by_stage()
+    manifest = workspace.manifest.entries()
+    usage = workspace.usage.by_stage()
     extractor = manifest.get("graph", {}).get("config", {}).get("extractor", "")
     extracted = len(store.extracted_chunk_ids(extractor)) if extractor else 0
     extract_usage = usage.get("build.extract")
     return {
         "workspace": str(workspace.root),
-        **workspace.counts(),
+        **workspace.corpus.counts(),
         "graphs": store.type_counts(),
         "extractor": extractor,
         "extraction_failures": dict(store.extraction_failures(extractor)) if extractor else {},
@@ -160,11 +160,11 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
             for name, entry in manifest.items() if name.startswith("communities:")
         },
         "artifacts": manifest,
-        "corpus_version": workspace.corpus_version(),
-        "stale_artifacts": workspace.stale_artifacts(),
+        "corpus_version": workspace.corpus.version(),
+        "stale_artifacts": workspace.manifest.stale_artifacts(),
         "cache": workspace.cache().counts(),
         "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
-        "last_index_cost": workspace.last_index_cost(),  # the estimate before a paid run, and its actual usage
+        "last_index_cost": workspace.usage.last_index_cost(),  # the estimate before a paid run, and its actual usage
     }
 
 
@@ -333,7 +333,7 @@ class UniRAG:
 
     def documents(self) -> list[DocumentInfo]:
         """Every stored document, in the order added."""
-        return [DocumentInfo.from_row(row) for row in self.workspace.documents()]
+        return [DocumentInfo.from_row(row) for row in self.workspace.corpus.documents()]
 
     def methods(self) -> list[MethodInfo]:
         """Every shipped method (a spec file path works too wherever a method is named)."""
@@ -412,7 +412,7 @@ class UniRAG:
             else:
                 refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
                                           build=build, ledger=refresh, note=self.note)
-                manifest = self.workspace.manifest()
+                manifest = self.workspace.manifest.entries()
                 if refreshed or manifest != self._runner_manifest:  # another writer may have rebuilt them
                     self._runner, self._runner_manifest = None, manifest
             runner = self._runner_for(top_k)
@@ -451,7 +451,7 @@ class UniRAG:
     def _finish(self, run: _QueryRun, answer: str, raw: str) -> QueryResult:
         result = run.runner.result(run.state, run.spec, answer, raw, generated=run.generated)
         result.refreshed, result.refresh_ledger = run.refreshed, run.refresh_ledger
-        self.workspace.record_usage(f"query:{run.spec.name}", result.ledger)  # its own connection and lock
+        self.workspace.usage.record(f"query:{run.spec.name}", result.ledger)  # its own connection and lock
         return result
 
     # -- async twins -----------------------------------------------------------------------------

@@ -116,11 +116,9 @@ def _handle_errors(fn: F) -> F:
 
 
 def _store_failure(exc: Exception) -> UniragError | None:
-    """A PostgreSQL server lost mid-job (wherever psycopg said so: a worker thread, a lock,
+    """A store server lost mid-job (wherever its client said so: a worker thread, a lock,
     a bulk copy) as the store's one line; None for anything else."""
-    if "psycopg" not in sys.modules:  # a SQLite workspace never imports it
-        return None
-    from unirag.store.postgres import store_failure
+    from unirag.store.connect import store_failure
 
     return store_failure(exc)
 
@@ -526,7 +524,7 @@ def documents(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 
     ws = Workspace.open(workspace)
     try:
-        docs = [DocumentInfo.from_row(row) for row in ws.documents()]
+        docs = [DocumentInfo.from_row(row) for row in ws.corpus.documents()]
     finally:
         ws.close()
     if as_json:
@@ -840,7 +838,7 @@ def abstract_questions(
     settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)
     ws = Workspace.open(workspace)
     try:
-        chunks = list(ws.iter_chunks())
+        chunks = list(ws.corpus.iter_chunks())
         if not chunks:
             raise SourceError(f"{workspace} has no corpus: index documents first")
         texts = sample_texts([c.text for c in chunks], sample)

@@ -53,9 +53,9 @@ def chunking_config(settings: Settings) -> dict[str, object]:
 
 def check_chunking_config(workspace: Workspace, settings: Settings) -> None:
     """Refuse to mix chunkings in one workspace (ids and indices would disagree)."""
-    entry = workspace.manifest_entry("chunks")
+    entry = workspace.manifest.entry("chunks")
     wanted = chunking_config(settings)
-    if entry and entry.get("config") != wanted and workspace.counts()["chunks"]:
+    if entry and entry.get("config") != wanted and workspace.corpus.counts()["chunks"]:
         have = entry.get("config", {})
         raise WorkspaceError(
             f"{workspace.root} was chunked with size={have.get('size')} overlap={have.get('overlap')}, "
@@ -76,7 +76,7 @@ def incoming_chunks(
     Load warnings are left to the ingest that follows (it says each once); an unreadable
     file adds no chunk here either. ``workspace`` None: one not created yet."""
     tokenizer = get_tokenizer(settings.chunking.encoding)
-    known = set() if rebuild or workspace is None else workspace.document_ids()
+    known = set() if rebuild or workspace is None else workspace.corpus.document_ids()
     sizes: list[tuple[str, int]] = []
     for doc in load_documents(sources, fmt, settings.loader, presplit=settings.chunking.presplit,
                               warn=_said_by_ingest):
@@ -141,7 +141,7 @@ def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
     deleted chunk ids. Derived artifacts go stale and are refreshed by the caller."""
     from unirag.graph.graph_store import GraphStore
 
-    chunk_ids = workspace.delete_documents(doc_ids)
+    chunk_ids = workspace.corpus.delete_documents(doc_ids)
     if chunk_ids:
         GraphStore(workspace).forget_chunks(chunk_ids)
     return chunk_ids
@@ -160,7 +160,7 @@ def release_sources(workspace: Workspace, targets: Sequence[str], doc_ids: set[s
     covered = [_covers(target) for target in targets if target not in named_ids]
     removed: set[str] = set(named_ids)
     withdrawn: dict[str, set[str]] = {}  # origin -> documents that keep other origins
-    for row in workspace.documents():
+    for row in workspace.corpus.documents():
         doc_id = row["id"]
         if doc_id not in doc_ids or doc_id in removed:
             continue
@@ -171,13 +171,13 @@ def release_sources(workspace: Workspace, targets: Sequence[str], doc_ids: set[s
         for source in mine:
             withdrawn.setdefault(source.partition("#")[0], set()).add(doc_id)
     for origin, kept_elsewhere in withdrawn.items():
-        workspace.detach_origin(origin, keep=workspace.documents_of_origin(origin) - kept_elsewhere)
+        workspace.corpus.detach_origin(origin, keep=workspace.corpus.documents_of_origin(origin) - kept_elsewhere)
     return removed
 
 
 def _covers(target: str) -> Callable[[str], bool]:
     """Whether a recorded source (``origin`` or ``origin#record``) is one ``target`` names,
-    as :meth:`Workspace.find_documents` reads it."""
+    as :meth:`unirag.corpus.Corpus.find_documents` reads it."""
     path, _, key = target.partition("#")
     origin = str(Path(path).resolve()) if path else ""
     if key:
@@ -195,12 +195,12 @@ def _replace_and_sync(
     orphans: set[str] = set()
     for origin, doc_ids in loaded.items():
         if origin:
-            orphans |= workspace.detach_origin(origin, keep=doc_ids)
+            orphans |= workspace.corpus.detach_origin(origin, keep=doc_ids)
     if sync:
         roots = [str(Path(source).resolve()).rstrip("/") + "/" for source in sources if Path(source).is_dir()]
-        for origin in workspace.origins():
+        for origin in workspace.corpus.origins():
             if origin not in loaded and any(origin.startswith(root) for root in roots):
-                orphans |= workspace.detach_origin(origin)
+                orphans |= workspace.corpus.detach_origin(origin)
     if orphans:
         report.documents_removed += len(orphans)
         report.chunks_removed += len(remove_documents(workspace, orphans))
@@ -240,7 +240,7 @@ def ingest(
     if not rebuild:
         check_chunking_config(workspace, settings)
     tokenizer = get_tokenizer(settings.chunking.encoding)
-    stored = set() if rebuild else workspace.document_ids()
+    stored = set() if rebuild else workspace.corpus.document_ids()
     must_clear = rebuild
     seen: set[str] = set()
     pending: list[tuple[Document, Iterable[Chunk]]] = []
@@ -252,9 +252,9 @@ def ingest(
         if not pending:
             return
         if must_clear:
-            workspace.clear_corpus()
+            workspace.corpus.clear()
             must_clear = False
-        docs, chunks = workspace.add_documents(pending)
+        docs, chunks = workspace.corpus.add_documents(pending)
         report.documents_added += docs
         report.chunks_added += chunks
         pending.clear()
@@ -302,11 +302,11 @@ def ingest(
                     flush()
         flush()
     if known_again:
-        workspace.add_sources(known_again)
+        workspace.corpus.add_sources(known_again)
     if not rebuild and documents is None:  # given documents may be a partial view of their file
         _replace_and_sync(workspace, by_origin, sources, sync, report)
-    counts = workspace.counts()
-    workspace.set_manifest_entry(
+    counts = workspace.corpus.counts()
+    workspace.manifest.set_entry(
         "chunks",
         {"config": chunking_config(settings), "count": counts["chunks"], "documents": counts["documents"]},
     )

@@ -15,7 +15,6 @@ The source is left as it was; both stores are locked for writing meanwhile.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -28,7 +27,6 @@ from unirag.config import SETTINGS_FILE
 from unirag.errors import WorkspaceError
 from unirag.store.database import Database
 from unirag.store.files import atomic_write_bytes
-from unirag.store.location import STORE_FILE
 from unirag.workspace import Workspace
 
 #: store-internal tables (written by the target's own code) and the manifest (copied with its files)
@@ -81,25 +79,14 @@ def migrate_workspace(root: Path, target: str, source: str | None = None, replac
 # -- target ------------------------------------------------------------------------
 def _empty_target(dst: Workspace, replace: bool) -> None:
     """Refuse (or with ``replace``, clear) a target that already holds a workspace."""
-    from unirag.store.connect import store_exists
-
-    if not store_exists(dst.location, dst.root):
+    if not dst.backend.exists():
         return
     documents = dst.db.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     dst.close()
     if not replace:
         raise WorkspaceError(f"{dst.where} already holds a workspace ({documents} documents): migrate into an "
                              "empty store, or add --replace to empty it first")
-    if dst.location.is_postgres:
-        from unirag.store.postgres import drop_schema
-
-        drop_schema(dst.location, dst.where)
-        return
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for suffix in ("", "-wal", "-shm"):
-        old = dst.root / f"{STORE_FILE}{suffix}"
-        if old.exists():
-            old.rename(old.with_name(f"{STORE_FILE}.replaced-{stamp}{suffix}"))
+    dst.backend.empty()
 
 
 def _ensure_tables(workspace: Workspace) -> None:
@@ -156,13 +143,9 @@ def _count(db: Database, table: str) -> int:
 
 
 def _cache_db(workspace: Workspace) -> Database:
-    """The model cache's tables: the workspace's schema on PostgreSQL, ``cache/llm.sqlite`` on SQLite."""
+    """A connection to the model cache's tables (its own file, or the store's database)."""
     workspace.cache()
-    if workspace.location.is_postgres:
-        return workspace.db
-    from unirag.store.sqlite import connect_sqlite
-
-    return connect_sqlite(workspace.root / "cache" / "llm.sqlite")
+    return workspace.backend.cache_database()
 
 
 def _copy_cache(src: Workspace, dst: Workspace) -> str:
@@ -174,29 +157,28 @@ def _copy_cache(src: Workspace, dst: Workspace) -> str:
             _copy_table(source, target, table, merge=True)
             counts.append(f"{_count(source, table)} {table}")
     finally:
-        for db, workspace in ((source, src), (target, dst)):
-            if not workspace.location.is_postgres:
-                db.close()
+        source.close()
+        target.close()
     return f"model cache: {', '.join(counts)} entries copied, verified"
 
 
 # -- artifacts -------------------------------------------------------------------------
 def _copy_manifest(src: Workspace, dst: Workspace) -> str:
     """Every manifest entry with its files (and its vector index in the target's form), verified."""
-    entries = src.manifest()
+    entries = src.manifest.entries()
     files = vectors = 0
     for name, entry in entries.items():
-        src.checkout(name)
+        src.manifest.checkout(name)
         recorded = list(entry.get("files", {}))
         stem = _vector_stem(entry)
         if stem is not None:
             entry = _copy_vector_index(src, dst, name, stem, entry)
             vectors += 1
         else:
-            dst.record_manifest_entry(name, entry, [dst.root / relative for relative in recorded])
-        files += len(dst.manifest_entry(name).get("files", {}))  # type: ignore[union-attr]
+            dst.manifest.record_entry(name, entry, [dst.root / relative for relative in recorded])
+        files += len(dst.manifest.entry(name).get("files", {}))  # type: ignore[union-attr]
         _verify_entry(src, dst, name)
-    copied = dst.manifest()
+    copied = dst.manifest.entries()
     if list(copied) != list(entries):
         raise WorkspaceError(f"manifest: {len(entries)} entries in the source but {len(copied)} in the target")
     return (f"artifacts: {len(entries)} manifest entries, {files} files, {vectors} vector indices copied; "
@@ -220,18 +202,18 @@ def _copy_vector_index(src: Workspace, dst: Workspace, name: str, stem: str, ent
     ids, vectors = load_vectors(src, name, stem)
     vectors = np.asarray(vectors, dtype=np.float32)
     hnsw_path = vector_paths(dst, stem)[1]
-    kind = "pgvector" if dst.location.is_postgres else "hnsw"
+    kind = "pgvector" if dst.backend.vector_tables else "hnsw"
     entry = {**entry, "config": {**entry.get("config", {}), "index": kind}}
-    if dst.location.is_postgres:
+    if dst.backend.vector_tables:
         from unirag.index.pgvector_index import PgVectorIndex, table_name
 
         with dst.db:
             index = PgVectorIndex.write(dst.db, table_name(stem), list(ids), vectors, None)
             write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
-            dst.record_manifest_entry(name, entry, vector_files(dst, stem))
+            dst.manifest.record_entry(name, entry, vector_files(dst, stem))
     else:
         HnswIndex.build(vectors, list(ids)).save(hnsw_path)
-        dst.record_manifest_entry(name, entry, vector_files(dst, stem))
+        dst.manifest.record_entry(name, entry, vector_files(dst, stem))
     return entry
 
 
@@ -240,17 +222,16 @@ def _verify_entry(src: Workspace, dst: Workspace, name: str) -> None:
     index rebuilt in the target's form: same ids and count)."""
     from unirag.store.artifact_files import local_digest
 
-    before, after = src.manifest_entry(name) or {}, dst.manifest_entry(name) or {}
+    before, after = src.manifest.entry(name) or {}, dst.manifest.entry(name) or {}
     if before.get("inputs") != after.get("inputs"):
         raise WorkspaceError(f"{name}: the fingerprint differs after the copy")
-    problem = dst.artifact_problem(name)
+    problem = dst.manifest.artifact_problem(name)
     if problem is not None and problem.startswith("damaged"):
         raise WorkspaceError(f"{name}: {problem} after the copy")
     shared = sorted(set(before.get("files", {})) & set(after.get("files", {})) - {_ids_file(after)})
     if shared:
         expected = local_digest(src.root, shared)
-        found = (dst.artifact_files.stored_digest(name, shared) if dst.location.is_postgres
-                 else local_digest(dst.root, shared))
+        found = dst.manifest.files.stored_digest(name, shared)
         if found != expected:
             raise WorkspaceError(f"{name}: its files differ after the copy")
     stem = _vector_stem(after)

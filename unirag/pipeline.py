@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from unirag.ingest import IngestReport, ingest, release_sources
 from unirag.config import Settings
+from unirag.corpus import delete_target_keys
 from unirag.errors import SourceError, WorkspaceError
 from unirag.executors import executor_for
 from unirag.artifacts.registry import BuildContext, built_artifacts, ensure_artifacts, outdated
@@ -29,7 +30,7 @@ from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack, run_by
 from unirag.progress import Progress
 from unirag.text.types import Document
-from unirag.workspace import Workspace, delete_target_keys
+from unirag.workspace import Workspace
 
 if TYPE_CHECKING:  # the cost model imports the LLM extractor: a query needs neither
     from unirag.artifacts.cost import CostEstimate
@@ -93,7 +94,7 @@ def run_index(
     ``on_stage`` is told ``"ingest"``, then each artifact's name, as its step starts.
     """
     progress = progress or Progress()
-    ledger = workspace.usage_ledger("index")
+    ledger = workspace.usage.ledger("index")
     # ``executor: ray``: model calls that miss the cache run as Ray tasks (llm.remote); chunking
     # and the zero-LLM extractor fan out in their own steps. Writes stay here, on the driver.
     models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
@@ -108,24 +109,24 @@ def run_index(
                 report = ingest(workspace, sources, settings, fmt, progress, warn, rebuild, documents, sync)
             else:  # build on the corpus already stored
                 report = IngestReport()
-                if not workspace.chunk_ids():
+                if not workspace.corpus.chunk_ids():
                     raise SourceError(f"{workspace.root} has no corpus yet: give the files or directories to index")
             forget_pending_chunks(workspace)  # of a delete (or sync) killed before it refreshed
             timings["build.chunks"] = time.perf_counter() - tick
             ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt,
                                on_stage=on_stage)
-            if workspace.chunk_ids():
+            if workspace.corpus.chunk_ids():
                 ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts))
             else:  # --sync removed every document
                 _drop_derived(workspace)
-            workspace.finish_delete()  # every built artifact is refreshed
+            workspace.manifest.finish_delete()  # every built artifact is refreshed
         finally:
             # Usage is kept even when the run dies: the calls were made (and cached). Most of it
             # is stored already, as calls finished (a hard kill skips this line).
             ledger.flush()
             if estimate is not None:
                 total = ledger.total()
-                workspace.record_index_cost({
+                workspace.usage.record_index_cost({
                     "estimate": estimate.to_json(), "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "actual": {"llm_calls": total.llm_calls, "cache_hits": total.cache_hits,
                                "prompt_tokens": total.prompt_tokens},
@@ -199,7 +200,7 @@ def _drop_derived(workspace: Workspace) -> None:
 
     GraphStore(workspace).clear_derived()
     CommunityStore(workspace).clear()
-    workspace.drop_artifacts()
+    workspace.manifest.drop_artifacts()
 
 
 def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> tuple[set[str], list[str]]:
@@ -207,12 +208,12 @@ def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> tuple[set[s
     targets an earlier delete removed but did not finish refreshing for (a killed run: this
     one finishes it). One line naming the first target that matches neither, before
     anything is changed."""
-    pending = workspace.pending_delete() or {}
+    pending = workspace.manifest.pending_delete() or {}
     gone_before = {*pending.get("targets", ()), *pending.get("doc_ids", ())}
     doc_ids: set[str] = set()
     finishing: list[str] = []
     for target in targets:
-        found = workspace.find_documents(target)
+        found = workspace.corpus.find_documents(target)
         if found:
             doc_ids |= found
         elif delete_target_keys(target) & gone_before:
@@ -230,7 +231,7 @@ def forget_pending_chunks(workspace: Workspace) -> None:
     did (idempotent): a deleted document's words never reach a refreshed graph."""
     from unirag.graph.graph_store import GraphStore
 
-    pending = workspace.pending_delete()
+    pending = workspace.manifest.pending_delete()
     if pending and pending.get("chunk_ids"):
         GraphStore(workspace).forget_chunks(list(pending["chunk_ids"]))
 
@@ -252,24 +253,24 @@ def run_delete(
     it reads); rerunning the same delete finishes it (``finished`` names its targets).
     """
     progress = progress or Progress()
-    ledger = workspace.usage_ledger("delete")
+    ledger = workspace.usage.ledger("delete")
     timings: dict[str, float] = {}
     rebuilt: list[str] = []
     with workspace.writing():
         named, finishing = resolve_targets(workspace, targets)
         doc_ids = release_sources(workspace, targets, named)
         tick = time.perf_counter()
-        chunk_ids = workspace.delete_documents(doc_ids, targets)
+        chunk_ids = workspace.corpus.delete_documents(doc_ids, targets)
         forget_pending_chunks(workspace)
         timings["delete.documents"] = time.perf_counter() - tick
         try:
-            if workspace.chunk_ids():
+            if workspace.corpus.chunk_ids():
                 models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
                 ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
                 ensure_artifacts(ctx, built_artifacts(workspace))
             else:
                 _drop_derived(workspace)
-            workspace.finish_delete()
+            workspace.manifest.finish_delete()
         finally:
             ledger.flush()
     return DeleteReport(len(doc_ids), len(chunk_ids), rebuilt, ledger, timings, finishing)
@@ -301,7 +302,7 @@ def prepare_query(
     needed = outdated(workspace, list(names))
     if not needed:
         return {}
-    if not workspace.chunk_ids():
+    if not workspace.corpus.chunk_ids():
         raise WorkspaceError(
             f"{workspace.root} has no indexed corpus: run 'unirag index SOURCE -w {workspace.root}' first"
         )
@@ -323,5 +324,5 @@ def prepare_query(
             ensure_artifacts(ctx, list(needed))
         finally:
             if ledger.stages:
-                workspace.record_usage("query.refresh", ledger)
+                workspace.usage.record("query.refresh", ledger)
     return needed

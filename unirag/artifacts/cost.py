@@ -112,7 +112,7 @@ def estimate_index_cost(
     """The LLM calls and prompt tokens of building ``names`` (with what they need) after the
     ``incoming`` chunks (``(id, tokens)``, not stored yet) join the stored corpus of
     ``workspace`` (None: a workspace not created yet); ``rebuild`` replaces that corpus."""
-    stored = [] if workspace is None or rebuild else workspace.chunk_sizes()
+    stored = [] if workspace is None or rebuild else workspace.corpus.chunk_sizes()
     known = {chunk_id for chunk_id, _ in stored}
     corpus = _Corpus(stored + [item for item in incoming if item[0] not in known],
                      sum(1 for chunk_id, _ in incoming if chunk_id not in known))
@@ -130,8 +130,8 @@ def estimate_index_cost(
     changed = corpus.new > 0 or rebuild or estimate.chunks_to_extract > 0
     entities = _entity_count(workspace, corpus, len(stored))
     for name in order:
-        built = workspace is not None and workspace.manifest_entry(name) is not None
-        if built and not changed and workspace.artifact_problem(name) is None:
+        built = workspace is not None and workspace.manifest.entry(name) is not None
+        if built and not changed and workspace.manifest.artifact_problem(name) is None:
             continue  # up to date: its builder returns at once
         carried = built and not rebuild and settings.index.update == "attach"
         changed_chunks = corpus.new + (_behind(workspace, name) if carried and workspace is not None else 0)
@@ -158,7 +158,7 @@ def _extraction(workspace: Workspace | None, settings: Settings, chat: ChatModel
 
 def _entity_count(workspace: Workspace | None, corpus: _Corpus, stored_chunks: int) -> int:
     """Distinct entities after the run: the rate of the graph built here, else one per ENTITY_TOKENS."""
-    entry = workspace.manifest_entry("graph") if workspace is not None else None
+    entry = workspace.manifest.entry("graph") if workspace is not None else None
     if entry and entry.get("entities") and stored_chunks:
         return max(1, round(entry["entities"] / stored_chunks * len(corpus.chunks)))
     return max(1, corpus.tokens // ENTITY_TOKENS)
@@ -169,10 +169,10 @@ def _behind(workspace: Workspace, name: str) -> int:
     after a killed run (a sync, a delete) they are stored already, so they are not incoming,
     yet the resumed run re-summarises for them. 0 for an artifact up to date or from before
     the manifest kept its chunk mark."""
-    entry = workspace.manifest_entry(name)
-    if entry is None or workspace.artifact_problem(name) is None:
+    entry = workspace.manifest.entry(name)
+    if entry is None or workspace.manifest.artifact_problem(name) is None:
         return 0
-    return workspace.chunks_changed_since(entry) or 0
+    return workspace.manifest.chunks_changed_since(entry) or 0
 
 
 def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, carried: bool,

@@ -78,7 +78,7 @@ class BuildContext:
 
     def inputs_of(self, *names: str) -> dict[str, Any]:
         """The manifest fingerprints of built artifacts (a dependent's inputs)."""
-        return {name: (self.workspace.manifest_entry(name) or {}).get("inputs") for name in names}
+        return {name: (self.workspace.manifest.entry(name) or {}).get("inputs") for name in names}
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
         from unirag.index.vector_artifacts import build_text_vectors, vector_files
 
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
-        if ctx.workspace.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
+        if ctx.workspace.manifest.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
         make = {"entity_vectors": entity_graph.entity_full_texts,
                 "entity_name_vectors": entity_graph.entity_name_texts,
@@ -185,11 +185,11 @@ def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
         tree, key = tree_names(variant)
         stem = key.replace(":", ".")
         inputs = config_hash(ctx.inputs_of(tree))
-        if ctx.workspace.is_current(key, inputs, vector_files(ctx.workspace, stem)):
+        if ctx.workspace.manifest.is_current(key, inputs, vector_files(ctx.workspace, stem)):
             return False
         nodes = ctx.store.load_tree(tree)
         vectors = np.stack([node[4] for node in nodes]) if nodes else np.zeros((0, 1), np.float32)
-        model = (ctx.workspace.manifest_entry("chunk_vectors") or {}).get("config", {}).get("model", "")
+        model = (ctx.workspace.manifest.entry("chunk_vectors") or {}).get("config", {}).get("model", "")
         return index_given_vectors(ctx.workspace, key, stem, [n[0] for n in nodes], vectors, inputs, model,
                                    ctx.progress)
 
@@ -273,7 +273,7 @@ def build_hierarchy(ctx: BuildContext, name: str) -> bool:
     if prompts:  # a workspace's own summary prompt: its edits rebuild the hierarchy
         fingerprint["prompts"] = prompts
     inputs = config_hash(fingerprint)
-    if ctx.workspace.is_current(key, inputs):
+    if ctx.workspace.manifest.is_current(key, inputs):
         return False
     started = time.perf_counter()
     store = CommunityStore(ctx.workspace)
@@ -305,7 +305,7 @@ def build_hierarchy(ctx: BuildContext, name: str) -> bool:
         stored.clear()
         plans.clear()
     files = [record_leaves(ctx.workspace, key, leaves)]
-    ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
+    ctx.workspace.manifest.set_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
                                      files=files)
     return True
 
@@ -315,11 +315,11 @@ def _hygrag_node_vectors(ctx: BuildContext) -> bool:
     (its summaries come from the cache, so a rebuild costs no model call)."""
     from unirag.index.vector_artifacts import vector_files
 
-    entry = ctx.workspace.manifest_entry("hygrag_node_vectors")
-    if entry and ctx.workspace.is_current("hygrag_node_vectors", entry.get("inputs", ""),
+    entry = ctx.workspace.manifest.entry("hygrag_node_vectors")
+    if entry and ctx.workspace.manifest.is_current("hygrag_node_vectors", entry.get("inputs", ""),
                                           vector_files(ctx.workspace, "hygrag_node_vectors")):
         return False  # current with whatever the hierarchy built it from (that builder checks its inputs)
-    ctx.workspace.drop_manifest_entry("communities:hygrag")
+    ctx.workspace.manifest.drop_entry("communities:hygrag")
     return _hierarchy("hygrag")(ctx)
 
 
@@ -361,7 +361,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
     config = hierarchy_config(ctx.settings, "chnsw", CHnswConfig)
     inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": config_dict(config)})
     directory = ctx.workspace.artifact_path(key.replace(":", "."))
-    if ctx.workspace.is_current(key, inputs, (directory,)):
+    if ctx.workspace.manifest.is_current(key, inputs, (directory,)):
         return False
     started = time.perf_counter()
     entity_ids, entity_vectors = load_vectors(ctx.workspace, "entity_vectors", "entity_vectors")
@@ -382,7 +382,7 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
         else:  # an insert or delete: unchanged nodes keep their links, the rest are inserted
             index, update = CHnswIndex.updated(previous, layers)
     index.save(directory)
-    ctx.workspace.set_manifest_entry(key, {
+    ctx.workspace.manifest.set_entry(key, {
         "config": config_dict(config), "inputs": inputs, "stats": index.stats(), "update": update,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=(directory,))
@@ -394,10 +394,10 @@ def _previous_chnsw(ctx: BuildContext, key: str, config: CHnswConfig, directory:
     ``index.update`` is ``attach``; None otherwise (or when its files are damaged)."""
     from unirag.hierarchy.chnsw import CHnswIndex
 
-    entry = ctx.workspace.manifest_entry(key)
+    entry = ctx.workspace.manifest.entry(key)
     if ctx.settings.index.update != "attach" or not entry or entry.get("config") != config_dict(config):
         return None
-    if (ctx.workspace.artifact_problem(key) or "").startswith("damaged"):
+    if (ctx.workspace.manifest.artifact_problem(key) or "").startswith("damaged"):
         return None
     try:
         return CHnswIndex.load(directory)
@@ -511,7 +511,7 @@ def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
             tick = time.perf_counter()
             if registry[name].build(ctx):
                 ctx.rebuilt.append(name)
-            ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
+            ctx.workspace.manifest.stamp_artifact(name)  # up to date with the corpus it was just checked against
             ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
             freeze()  # what the step left alive (graph, stores, caches) is not walked by later collections
     return ctx.rebuilt
@@ -520,10 +520,10 @@ def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
 def built_artifacts(workspace: Workspace) -> list[str]:
     """The registry's artifacts this workspace has built (what a corpus change must refresh)."""
     registry = artifact_registry()
-    return [name for name in workspace.manifest() if name in registry]
+    return [name for name in workspace.manifest.entries() if name in registry]
 
 
 def outdated(workspace: Workspace, names: list[str]) -> dict[str, str]:
     """Of ``names`` and what they need: each artifact that is missing, built on an older
-    corpus or damaged, with why (see ``Workspace.artifact_problem``)."""
-    return {name: why for name in build_order(names) if (why := workspace.artifact_problem(name))}
+    corpus or damaged, with why (see ``Manifest.artifact_problem``)."""
+    return {name: why for name in build_order(names) if (why := workspace.manifest.artifact_problem(name))}

@@ -44,7 +44,7 @@ def build_tree_artifact(
         method=ts.method, max_layers=ts.max_layers, min_layer_size=ts.min_layer_size, threshold=ts.threshold,
         cluster_size=ts.cluster_size, summary_max_tokens=ts.summary_max_tokens, bic_patience=ts.bic_patience,
     )
-    vectors_entry = workspace.manifest_entry("chunk_vectors") or {}
+    vectors_entry = workspace.manifest.entry("chunk_vectors") or {}
     # Cluster summaries follow ``index.summarizer``: the chat model, or (without a chat
     # endpoint, by default) extractive summaries from the children's first sentences.
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
@@ -54,15 +54,15 @@ def build_tree_artifact(
     if prompts:
         fingerprint["prompts"] = prompts
     inputs = config_hash(fingerprint)
-    if workspace.is_current(name, inputs):
+    if workspace.manifest.is_current(name, inputs):
         return False
-    workspace.checkout("chunk_vectors")
+    workspace.manifest.checkout("chunk_vectors")
     vectors = np.load(workspace.artifact_path("chunk_vectors.npy"))
-    leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.iter_chunks())]
-    stored = store.load_tree(name) if workspace.manifest_entry(name) else []
+    leaves = [(chunk.id, chunk.indexed_text, vectors[i]) for i, chunk in enumerate(workspace.corpus.iter_chunks())]
+    stored = store.load_tree(name) if workspace.manifest.entry(name) else []
     basis_path = workspace.artifact_path(f"{name.replace(':', '.')}.written_from.json")
     if stored:
-        workspace.checkout(name)
+        workspace.manifest.checkout(name)
     written = _read_written_from(basis_path) if stored else {}
     previous = _previous_tree(stored, written or {})
     identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
@@ -82,7 +82,7 @@ def build_tree_artifact(
     layers: dict[int, int] = {}
     for node in result.nodes:
         layers[node.layer] = layers.get(node.layer, 0) + 1
-    workspace.set_manifest_entry(name, {
+    workspace.manifest.set_entry(name, {
         "config": ts.model_dump(), "inputs": inputs, "count": len(result.nodes),
         "layers": {str(k): v for k, v in sorted(layers.items())}, "stats": result.stats, "identity": identity,
         "update": plan.to_json(),

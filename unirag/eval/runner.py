@@ -92,7 +92,7 @@ class PassageLookup:
 
     def _load(self, chunk_ids: set[str]) -> None:
         missing = [c for c in chunk_ids if c not in self._chunks]
-        for chunk_id, chunk in self.workspace.get_chunks(missing).items():
+        for chunk_id, chunk in self.workspace.corpus.get_chunks(missing).items():
             self._chunks[chunk_id] = (chunk.doc_id, chunk.title)
 
     def ranked_documents(self, chunk_ids: list[str]) -> list[str]:
@@ -223,17 +223,17 @@ def prepare_workspace(
 
     started = time.perf_counter()
     info: dict[str, Any] = {}
-    if not workspace.chunk_ids():
+    if not workspace.corpus.chunk_ids():
         report = run_index(workspace, [], settings, stack, progress=progress, warn=warn, graphs=[],
                            documents=dataset.documents())
         info["indexed"] = report.to_json()
     else:
         gold = {doc for q in dataset.questions for doc in q.evidence_ids}
-        missing = len(gold - workspace.document_ids()) if gold else 0
+        missing = len(gold - workspace.corpus.document_ids()) if gold else 0
         # questions with gold titles only (generic, MultiHop-RAG, ALCE): recall compares titles
         titled = {normalize_answer(t) for q in dataset.questions if not q.evidence_ids for t in q.evidence} - {""}
         if titled:
-            stored = {normalize_answer(title) for title in workspace.document_titles()}
+            stored = {normalize_answer(title) for title in workspace.corpus.document_titles()}
             missing += len(titled - stored)
         total = len(gold) + len(titled)
         if missing:

@@ -16,14 +16,14 @@ def load_view(workspace: Workspace, kind: str) -> GraphView:
     """The ``kind`` projection of what the workspace holds; a clear error if it was not built."""
     if kind not in GRAPH_TYPES:
         raise UniragError(f"unknown graph type '{kind}' (known: {', '.join(GRAPH_TYPES)})")
-    manifest = workspace.manifest()
+    manifest = workspace.manifest.entries()
     needed = {"pg": "chunk_links:pg", "hybrid": "chunk_links:hybrid", "tree": "tree"}.get(kind, "graph")
     if needed not in manifest:
         raise WorkspaceError(
             f"{workspace.root} has no {kind} graph: run 'unirag index SOURCE -w {workspace.root} --graph {kind}'"
         )
     store = GraphStore(workspace)
-    chunks = {chunk.id: chunk.title for chunk in workspace.iter_chunks()} if kind in ("pg", "hybrid") else None
+    chunks = {chunk.id: chunk.title for chunk in workspace.corpus.iter_chunks()} if kind in ("pg", "hybrid") else None
     links = store.load_chunk_links(kind) if kind in ("pg", "hybrid") else None
     tree = store.load_tree() if kind == "tree" else None
     graph = store.load_graph()

@@ -68,7 +68,7 @@ def run_extraction(
     extractor = make_extractor(settings, models, PromptLibrary.of_workspace(workspace.root))
     done = store.extracted_chunk_ids(extractor.name)
     # A title that is only a file name is no entity: extractors see the chunk without it.
-    pending = [chunk.for_extraction() for chunk in workspace.iter_chunks() if chunk.id not in done]
+    pending = [chunk.for_extraction() for chunk in workspace.corpus.iter_chunks() if chunk.id not in done]
     if not pending:
         return extractor.name, []
     with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:
@@ -125,12 +125,12 @@ def build_merged_graph(
     otherwise every extraction is merged again. Both give the same graph."""
     extractor, extracted = run_extraction(workspace, store, settings, models, progress)
     config = merge_config(workspace, settings)
-    chunk_ids = workspace.chunk_ids()
+    chunk_ids = workspace.corpus.chunk_ids()
     inputs = merge_fingerprint(chunk_ids, extractor, config)
-    if workspace.is_current("graph", inputs):
+    if workspace.manifest.is_current("graph", inputs):
         return False
     tick = time.perf_counter()
-    entry = workspace.manifest_entry("graph")
+    entry = workspace.manifest.entry("graph")
     plan = plan_merge(entry, {"extractor": extractor, **config}, chunk_ids, extracted,
                       lambda ids: merge_fingerprint(ids, extractor, config))
     shorten = _Shortener(settings, models, progress, PromptLibrary.of_workspace(workspace.root),
@@ -140,7 +140,7 @@ def build_merged_graph(
         if plan.mode == "extend":
             plan = MergePlan("full", "stored graph does not match its merge state")
         counts = _merge_whole(store, extractor, chunk_ids, shorten)
-    workspace.set_manifest_entry("graph", {
+    workspace.manifest.set_entry("graph", {
         "config": {"extractor": extractor, **config}, "inputs": inputs, "chunks": len(chunk_ids), **counts,
         "seconds": round(time.perf_counter() - tick, 3), "update": plan.to_json(),
     })
@@ -211,23 +211,23 @@ def build_chunk_links(workspace: Workspace, store: GraphStore, settings: Setting
     After a graph extended by new chunks (which come last), the links among the old chunks
     stand as they were: only the new chunks' links are computed and added."""
     minimum = settings.graph.passage_threshold if kind == "pg" else settings.graph.hybrid_threshold + 1
-    graph_entry = workspace.manifest_entry("graph")
+    graph_entry = workspace.manifest.entry("graph")
     link_inputs = config_hash({"graph": graph_entry["inputs"], "minimum": minimum})
-    if workspace.is_current(f"chunk_links:{kind}", link_inputs):
+    if workspace.manifest.is_current(f"chunk_links:{kind}", link_inputs):
         return False
     update = graph_entry.get("update") or {}
-    entry = workspace.manifest_entry(f"chunk_links:{kind}")
+    entry = workspace.manifest.entry(f"chunk_links:{kind}")
     extends = (update.get("mode") == "extend" and entry is not None
                and entry.get("inputs") == config_hash({"graph": update["previous"], "minimum": minimum}))
     if extends:
-        links = new_chunk_links(store.shared_graph(), workspace.chunk_ids(), update["added"], minimum)
+        links = new_chunk_links(store.shared_graph(), workspace.corpus.chunk_ids(), update["added"], minimum)
         store.add_chunk_links(kind, links)
         count = entry["count"] + len(links)
     else:
-        links = shared_entity_links(store.shared_graph(), workspace.chunk_ids(), minimum)
+        links = shared_entity_links(store.shared_graph(), workspace.corpus.chunk_ids(), minimum)
         store.save_chunk_links(kind, links)
         count = len(links)
-    workspace.set_manifest_entry(f"chunk_links:{kind}", {
+    workspace.manifest.set_entry(f"chunk_links:{kind}", {
         "config": {"min_shared_entities": minimum}, "inputs": link_inputs, "count": count,
         "update": {"mode": "extend" if extends else "full"},
     })

@@ -328,10 +328,10 @@ class GraphStore:
 
     def type_counts(self) -> dict[str, dict[str, int]]:
         """Nodes and edges per built graph type (survey Table 2 projections)."""
-        manifest = self.workspace.manifest()
+        manifest = self.workspace.manifest.entries()
         out: dict[str, dict[str, int]] = {}
         one = lambda sql: self.db.execute(sql).fetchone()[0]
-        chunks = self.workspace.counts()["chunks"]
+        chunks = self.workspace.corpus.counts()["chunks"]
         if "graph" in manifest:
             entities, relationships = one("SELECT COUNT(*) FROM entities"), one("SELECT COUNT(*) FROM relationships")
             for kind in ("kg", "tkg", "rkg"):

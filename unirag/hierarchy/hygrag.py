@@ -747,7 +747,7 @@ def _build(inputs: BuildInputs, name: str, config: HygragConfig,
     """LSH buckets over the hybrid graph; also writes ``hygrag_node_vectors`` (its leaves' embeddings)."""
     workspace = inputs.workspace
     chunk_ids, chunk_vectors = load_vectors(workspace, "chunk_vectors", "chunk_vectors")
-    texts = {chunk.id: chunk.indexed_text for chunk in workspace.iter_chunks()}
+    texts = {chunk.id: chunk.indexed_text for chunk in workspace.corpus.iter_chunks()}
     hybrid = hybrid_graph_from(
         inputs.entity_graph(True), list(chunk_ids), [texts[c] for c in chunk_ids],
         np.asarray(chunk_vectors, dtype=np.float32), inputs.store.load_chunk_links("hybrid"),

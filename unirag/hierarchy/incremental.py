@@ -78,7 +78,7 @@ def plan_update(
     last build's leaves where the workspace keeps them itself (the RAPTOR
     tree stores every leaf), else they are read from the leaves file.
     """
-    entry = workspace.manifest_entry(name)
+    entry = workspace.manifest.entry(name)
     history = (entry or {}).get("update") or {}
     if entry is None:
         return UpdatePlan(None, "first build", len(leaves), 0)
@@ -87,7 +87,7 @@ def plan_update(
     if entry.get("identity") != json.loads(json.dumps(identity)):  # as stored: tuples read back as lists
         return UpdatePlan(None, "settings or models changed", len(leaves), 0)
     if known is None:
-        workspace.checkout(name)  # a PostgreSQL store's leaf list, fetched when built elsewhere
+        workspace.manifest.checkout(name)  # a PostgreSQL store's leaf list, fetched when built elsewhere
     before = list(known) if known is not None else _read_leaves(leaves_path(workspace, name))
     if before is None:
         return UpdatePlan(None, "no leaf list from the last build", len(leaves), 0)

@@ -51,8 +51,8 @@ def build_chunk_vectors(
     workspace: Workspace, embedder: EmbeddingModel, settings: Settings, progress: Progress | None = None
 ) -> bool:
     """Embed every chunk and build the HNSW index; returns False when already up to date."""
-    ids = workspace.chunk_ids()
-    chunks = list(workspace.iter_chunks())
+    ids = workspace.corpus.chunk_ids()
+    chunks = list(workspace.corpus.iter_chunks())
     # Chunk ids are content hashes, so the ids alone fingerprint the texts.
     return build_text_vectors(
         workspace, embedder, CHUNK_VECTORS, "chunk_vectors", ids, [chunk.indexed_text for chunk in chunks],
@@ -77,9 +77,9 @@ def _build_lexical(
     from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
 
     directory = workspace.artifact_path(name)
-    ids = workspace.chunk_ids()
+    ids = workspace.corpus.chunk_ids()
     fingerprint = config_hash({"chunks": ids, **config})
-    if workspace.is_current(key, fingerprint, (directory,)):
+    if workspace.manifest.is_current(key, fingerprint, (directory,)):
         return False
     start = time.perf_counter()
     counts_file = workspace.artifact_path(f"{name}.terms.npz")
@@ -89,7 +89,7 @@ def _build_lexical(
                              index.tokenize, signature, load_term_counts(counts_file, signature))
         index.from_counts(counts).save(directory)
         save_term_counts(counts_file, counts)
-    workspace.set_manifest_entry(
+    workspace.manifest.set_entry(
         key, {"config": config, "inputs": fingerprint, "count": len(ids),
               "seconds": round(time.perf_counter() - start, 3)},
         files=(directory,),
@@ -102,12 +102,12 @@ def _chunk_texts(workspace: Workspace, ids: list[str], total: int) -> list[str]:
     most are asked for (a full build), else by id in batches (an update's new chunks)."""
     if 2 * len(ids) > total:
         wanted = set(ids)
-        texts = {chunk.id: chunk.indexed_text for chunk in workspace.iter_chunks() if chunk.id in wanted}
+        texts = {chunk.id: chunk.indexed_text for chunk in workspace.corpus.iter_chunks() if chunk.id in wanted}
     else:
         texts = {}
         for start in range(0, len(ids), TEXT_BATCH):
             texts.update({chunk_id: chunk.indexed_text
-                          for chunk_id, chunk in workspace.get_chunks(ids[start:start + TEXT_BATCH]).items()})
+                          for chunk_id, chunk in workspace.corpus.get_chunks(ids[start:start + TEXT_BATCH]).items()})
     return [texts[chunk_id] for chunk_id in ids]
 
 

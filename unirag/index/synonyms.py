@@ -52,12 +52,12 @@ def synonym_path(workspace: Workspace) -> Path:
 
 def _previous_build(workspace: Workspace, config: SynonymConfig) -> tuple[StoredSynonyms | None, str]:
     """The last build's lists when whole and made with ``config``, else None and why not."""
-    entry = workspace.manifest_entry(SYNONYM_EDGES)
+    entry = workspace.manifest.entry(SYNONYM_EDGES)
     if entry is None:
         return None, "no previous build"
     if entry.get("config") != asdict(config):
         return None, "another configuration"
-    if (workspace.artifact_problem(SYNONYM_EDGES) or "").startswith("damaged"):
+    if (workspace.manifest.artifact_problem(SYNONYM_EDGES) or "").startswith("damaged"):
         return None, "previous file damaged"
     try:
         with np.load(synonym_path(workspace)) as data:
@@ -84,7 +84,7 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
     config = config or SynonymConfig()
     fingerprint = config_hash({"needs": inputs, "config": asdict(config)})
     path = synonym_path(workspace)
-    if workspace.is_current(SYNONYM_EDGES, fingerprint, (path,)):
+    if workspace.manifest.is_current(SYNONYM_EDGES, fingerprint, (path,)):
         return False
     started = time.perf_counter()
     ids, vectors = load_vectors(workspace, "entity_name_vectors", "entity_name_vectors")
@@ -108,7 +108,7 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
         np.savez(handle, entity_ids=np.array(json.dumps(edges.entity_ids)), source=edges.source,
                  target=edges.target, similarity=edges.similarity, digests=digests, k=np.array(lists.k),
                  hit_indptr=lists.indptr, hit_rows=lists.rows, hit_scores=lists.scores)
-    workspace.set_manifest_entry(SYNONYM_EDGES, {
+    workspace.manifest.set_entry(SYNONYM_EDGES, {
         "config": asdict(config), "inputs": fingerprint, "edges": int(edges.source.size), "update": plan,
         "seconds": round(time.perf_counter() - started, 3),
     }, files=(path,))

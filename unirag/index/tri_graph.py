@@ -167,7 +167,7 @@ def read_passages(chunks: list[tuple[str, str]], entities: list[list[str]]) -> t
 
 
 def tri_graph_inputs(workspace: Workspace, extractor: str, embedding_model: str) -> str:
-    return config_hash({"chunks": workspace.chunk_ids(), "extractor": extractor, "model": embedding_model,
+    return config_hash({"chunks": workspace.corpus.chunk_ids(), "extractor": extractor, "model": embedding_model,
                         "algorithm": ALGORITHM_VERSION})
 
 
@@ -185,12 +185,12 @@ class PreviousTriGraph:
 
 def _previous_build(workspace: Workspace, config: dict[str, str]) -> tuple[PreviousTriGraph | None, str]:
     """The last build when whole and made with ``config``, else None and why not."""
-    entry = workspace.manifest_entry(TRI_GRAPH)
+    entry = workspace.manifest.entry(TRI_GRAPH)
     if entry is None:
         return None, "no previous build"
     if entry.get("config") != config:
         return None, "another configuration"
-    if (workspace.artifact_problem(TRI_GRAPH) or "").startswith("damaged"):
+    if (workspace.manifest.artifact_problem(TRI_GRAPH) or "").startswith("damaged"):
         return None, "previous files damaged"
     directory = workspace.artifact_path(TRI_GRAPH)
     if not (directory / PARTS_FILE).exists():
@@ -233,7 +233,7 @@ def _read_new_passages(workspace: Workspace, store: Any, extractor: str, chunk_i
     if not chunk_ids:
         return {}
     extractions = {x.chunk_id: x for x in store.load_extractions(extractor, chunk_ids)}
-    chunks = workspace.get_chunks(chunk_ids)
+    chunks = workspace.corpus.get_chunks(chunk_ids)
     parts: dict[str, PassagePart] = {}
     with progress.task("reading Tri-Graph passages", total=len(chunk_ids)) as advance:
         for chunk_id in chunk_ids:
@@ -274,10 +274,10 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
 
     nlp_settings = settings.model_copy(update={"graph": settings.graph.model_copy(update={"extractor": "nlp"})})
     directory = workspace.artifact_path(TRI_GRAPH)
-    chunk_ids = workspace.chunk_ids()
+    chunk_ids = workspace.corpus.chunk_ids()
     extractor_name = make_extractor(nlp_settings, models).name
     inputs = tri_graph_inputs(workspace, extractor_name, models.embedder.name)
-    if workspace.is_current(TRI_GRAPH, inputs, (directory,)):
+    if workspace.manifest.is_current(TRI_GRAPH, inputs, (directory,)):
         return False
     started = time.perf_counter()
     config = {"extractor": extractor_name, "model": models.embedder.name, "algorithm": ALGORITHM_VERSION}
@@ -319,7 +319,7 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
               "entities_embedded": entities_embedded, "sentences_embedded": sentences_embedded}
     if previous is None:
         update["reason"] = reason
-    workspace.set_manifest_entry(TRI_GRAPH, {
+    workspace.manifest.set_entry(TRI_GRAPH, {
         "config": config, "inputs": inputs, "entities": len(keys), "sentences": len(sentences),
         "passages": len(chunk_ids), "entity_passage_edges": int(entity_passage.nnz),
         "sentence_entity_edges": int(sentence_entity.nnz), "update": update,

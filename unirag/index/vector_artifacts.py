@@ -46,7 +46,7 @@ def vector_files(workspace: Workspace, file_stem: str) -> tuple[Path, ...]:
     """Every file of one vector artifact: vectors, index (none on PostgreSQL: a table) and the
     index's row -> id map."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
-    if workspace.location.is_postgres:
+    if workspace.backend.vector_tables:
         return vectors_path, HnswIndex.ids_path(hnsw_path)
     return vectors_path, hnsw_path, HnswIndex.ids_path(hnsw_path)
 
@@ -103,7 +103,7 @@ def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[st
                 model: str) -> KnownRows | None:
     """The rows whose id and text the artifact's current build embedded with ``model``, and
     their vectors; None without a whole previous build that stored its text digests."""
-    entry = workspace.manifest_entry(key)
+    entry = workspace.manifest.entry(key)
     if entry is None or entry.get("config", {}).get("model") != model:
         return None
     try:
@@ -191,10 +191,10 @@ def _in_flight(embed: Callable[[list[int]], tuple[list[int], np.ndarray]], batch
 def _previous_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[list[str], np.ndarray] | None:
     """The artifact's stored ids and vectors when they are whole (an in-place update starts from
     them), else None: a damaged artifact is rebuilt whole."""
-    entry = workspace.manifest_entry(key)
-    if entry is None or (workspace.artifact_problem(key) or "").startswith("damaged"):
+    entry = workspace.manifest.entry(key)
+    if entry is None or (workspace.manifest.artifact_problem(key) or "").startswith("damaged"):
         return None
-    workspace.checkout(key)
+    workspace.manifest.checkout(key)
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
     try:
         return HnswIndex.load_ids(hnsw_path), np.load(vectors_path, mmap_mode="r")
@@ -219,7 +219,7 @@ def save_vector_artifact(
             np.save(handle, vectors)
 
     def record(kind: str, update: dict[str, object] | None = None) -> None:
-        workspace.set_manifest_entry(key, {
+        workspace.manifest.set_entry(key, {
             "config": {"index": kind, "space": "cosine", **config},
             "inputs": inputs,
             "count": len(ids),
@@ -228,7 +228,7 @@ def save_vector_artifact(
             "seconds": round(time.perf_counter() - started, 3),
         }, files=vector_files(workspace, file_stem))
 
-    if workspace.location.is_postgres:
+    if workspace.backend.vector_tables:
         from unirag.index.pgvector_index import PgVectorIndex, table_name
 
         with progress.task(f"writing pgvector index ({key})"), workspace.db:
@@ -274,7 +274,7 @@ def build_text_vectors(
     id and text the last build embedded keep their stored vector (:class:`KnownRows`): an insert
     embeds, and reads from the embedding cache, only the new and changed texts."""
     inputs = fingerprint or texts_fingerprint(ids, texts, embedder.name)
-    if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
+    if workspace.manifest.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
     digests = text_digests(texts)
@@ -293,7 +293,7 @@ def index_given_vectors(
     """Index vectors computed elsewhere (tree nodes, HyGRAG's structure-aware embeddings); False
     when up to date. Updated in place like text vectors: rows that moved a little (a propagated
     embedding near a change) keep their place in the graph with their new vector."""
-    if workspace.is_current(key, inputs, vector_files(workspace, file_stem)):
+    if workspace.manifest.is_current(key, inputs, vector_files(workspace, file_stem)):
         return False
     started = time.perf_counter()
     vectors = normalise_rows(np.asarray(vectors, dtype=np.float32)) if len(ids) else np.zeros((0, 1), np.float32)
@@ -303,7 +303,7 @@ def index_given_vectors(
 
 def load_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[list[str], np.ndarray]:
     """(ids, vectors) of a built vector artifact, the vectors memory-mapped."""
-    workspace.checkout(key)
+    workspace.manifest.checkout(key)
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
     ids = HnswIndex.load_ids(hnsw_path)
     return ids, np.load(vectors_path, mmap_mode="r")
@@ -312,9 +312,9 @@ def load_vectors(workspace: Workspace, key: str, file_stem: str) -> tuple[list[s
 def open_vector_index(workspace: Workspace, key: str, file_stem: str) -> VectorIndex:
     """The index of a built vector artifact, named ``key`` in messages: the hnswlib file, or
     the pgvector table of a PostgreSQL store."""
-    workspace.checkout(key)
+    workspace.manifest.checkout(key)
     hnsw_path = vector_paths(workspace, file_stem)[1]
-    if workspace.location.is_postgres:
+    if workspace.backend.vector_tables:
         from unirag.index.pgvector_index import PgVectorIndex, table_name
 
         return PgVectorIndex.load(workspace.db, table_name(file_stem), HnswIndex.ids_path(hnsw_path)).labelled(key)

@@ -76,12 +76,12 @@ class Resources:
         one artifact is read two ways: an HNSW index and its whole vector matrix)."""
         key = cache_key or name
         if key not in self._loaded:
-            if self.workspace.manifest_entry(name) is None:
+            if self.workspace.manifest.entry(name) is None:
                 raise WorkspaceError(
                     f"{self.workspace.root} has no '{name}' artifact: run 'unirag index SOURCE -w {self.workspace.root}'"
                 )
             try:
-                self.workspace.checkout(name)
+                self.workspace.manifest.checkout(name)
                 with collector_paused():
                     self._loaded[key] = loader()
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
@@ -104,7 +104,7 @@ class Resources:
 
     def check_embedding_model(self, artifact: str, model: str) -> None:
         """Vectors are comparable only with the model that made them."""
-        entry = self.workspace.manifest_entry(artifact) or {}
+        entry = self.workspace.manifest.entry(artifact) or {}
         built_with = entry.get("config", {}).get("model")
         if built_with and built_with != model:
             from unirag.index.vectors import embedding_mismatch
@@ -137,7 +137,7 @@ class Resources:
         from unirag.operators.graph_index import GraphIndex
 
         return self._artifact("graph", lambda: GraphIndex.from_columns(GraphStore(self.workspace).load_columns(),
-                                                                       self.workspace.chunk_ids()))
+                                                                       self.workspace.corpus.chunk_ids()))
 
     def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> VectorIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,
@@ -182,7 +182,7 @@ class Resources:
     def level_order(self, hierarchy: str) -> str:
         """Whether a hierarchy's levels count from its roots (``top_down``: GraphRAG's C0)
         or from the entities up (``bottom_up``), as its manifest entry records."""
-        entry = self.workspace.manifest_entry(f"communities:{hierarchy}") or {}
+        entry = self.workspace.manifest.entry(f"communities:{hierarchy}") or {}
         return str(entry.get("level_order", "top_down"))
 
     @property
@@ -239,7 +239,7 @@ class Resources:
 
     def chunk_items(self, scored: list[tuple[str, float]], operator: str) -> list[ContextItem]:
         """Turn (chunk id, score) pairs into context items, fetched by id."""
-        chunks = self.workspace.get_chunks([cid for cid, _ in scored])
+        chunks = self.workspace.corpus.get_chunks([cid for cid, _ in scored])
         items = []
         for cid, score in scored:
             chunk = chunks.get(cid)

@@ -51,7 +51,7 @@ def loaded(resources: Resources, key: str, artifacts: tuple[str, ...], build: Ca
     as a damaged artifact, like ``Resources`` does for its own loaders."""
     workspace = resources.workspace
     for artifact in artifacts:
-        if workspace.manifest_entry(artifact) is None:
+        if workspace.manifest.entry(artifact) is None:
             raise WorkspaceError(
                 f"{workspace.root} has no '{artifact}' artifact: run 'unirag index SOURCE -w {workspace.root}'"
             )

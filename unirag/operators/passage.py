@@ -86,7 +86,7 @@ def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | Non
     the embedding of question + reply, or (None, "") when the reply is empty."""
     from unirag.text.tokenizer import get_tokenizer
 
-    chunk = state.resources.workspace.get_chunks([chunk_id]).get(chunk_id)
+    chunk = state.resources.workspace.corpus.get_chunks([chunk_id]).get(chunk_id)
     passage = get_tokenizer().truncate(chunk.indexed_text if chunk else "", MAX_PASSAGE_TOKENS)
     prompt = state.prompt(PROMPT)
     request = state.request(prompt, "query.kgp.traverse", max_tokens=128, question=state.question, passage=passage)

@@ -20,7 +20,7 @@ from unirag.errors import (
     StoreDamagedError,
     UniragError,
 )
-from unirag.store.postgres import store_failure
+from unirag.store.connect import store_failure
 
 if TYPE_CHECKING:
     from fastapi import FastAPI, Request
@@ -100,7 +100,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def internal_message(exc: BaseException) -> str:
     """One line for an unexpected failure; a store that stopped answering gets its own line
-    (:func:`unirag.store.postgres.store_failure`), never ``internal error``."""
+    (:func:`unirag.store.connect.store_failure`), never ``internal error``."""
     failure = store_failure(exc)
     if failure is not None:
         return str(failure)

@@ -99,7 +99,7 @@ def built_communities(state: ServerState, hierarchy: str) -> list[Community]:
     from unirag.hierarchy.community_store import CommunityStore
 
     workspace = state.rag.workspace
-    built = sorted(name.split(":", 1)[1] for name in workspace.manifest() if name.startswith("communities:"))
+    built = sorted(name.split(":", 1)[1] for name in workspace.manifest.entries() if name.startswith("communities:"))
     if hierarchy not in built:
         known = ", ".join(built) or "none built: run 'unirag index -w WS --index graphrag' (or archrag, ...)"
         raise ApiError(404, f"no community hierarchy '{hierarchy}' (built: {known})", "not_found")

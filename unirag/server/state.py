@@ -66,7 +66,7 @@ class ServerState:
         if kind not in PAGED_GRAPHS:
             raise ApiError(404, f"unknown graph type '{kind}' (known: {', '.join(PAGED_GRAPHS)})", "not_found")
         workspace = self.rag.workspace
-        version = (workspace.manifest_entry(GRAPH_ARTIFACT.get(kind, "graph")), workspace.corpus_version())
+        version = (workspace.manifest.entry(GRAPH_ARTIFACT.get(kind, "graph")), workspace.corpus.version())
         with self._graph_lock:
             cached = self._graphs.get(kind)
             if cached is None or cached[0] != version:
@@ -81,7 +81,7 @@ class ServerState:
         a delete that did not finish, the page says its entities may include deleted ones."""
         workspace = self.rag.workspace
         behind = {name: why for name in names
-                  if (why := workspace.artifact_problem(name)) is not None and why != "missing"}
+                  if (why := workspace.manifest.artifact_problem(name)) is not None and why != "missing"}
         return {"stale": bool(behind), "stale_artifacts": behind}
 
     def close(self) -> None:

@@ -55,8 +55,9 @@ def local_digest(root: Path, relatives: Iterable[str]) -> str:
     return files_digest(digests)
 
 
-class ArtifactFiles:
-    """The blobs of every artifact's files in ``db``, and their local copy under ``root``."""
+class BlobArtifactFiles:
+    """The blobs of every artifact's files in ``db``, and their local copy under ``root``
+    (:class:`unirag.store.backend.ArtifactFiles` of a store whose files live in its database)."""
 
     def __init__(self, db: Database, root: Path) -> None:
         ensure_schema(db, "artifact_files", MIGRATIONS)
@@ -64,6 +65,16 @@ class ArtifactFiles:
         self.root = root
 
     # -- writing (inside the caller's transaction) ---------------------------------
+    def record(self, artifact: str, sizes: dict[str, int]) -> str | None:
+        """Replace ``artifact``'s blobs with the files ``sizes`` names; their digest (None: no files)."""
+        self.drop(artifact)
+        return self.upload(artifact, sizes) if sizes else None
+
+    def recorded(self, artifact: str, digest: str | None) -> None:
+        """The local files just uploaded are the current copy: no fetch before they are read."""
+        if digest is not None:
+            self.mark_checked_out(artifact, digest)
+
     def upload(self, artifact: str, sizes: dict[str, int]) -> str:
         """Store the files ``sizes`` names (workspace-relative paths) as ``artifact``'s (the caller
         dropped what it had); returns their digest (:func:`files_digest`)."""
@@ -115,7 +126,7 @@ class ArtifactFiles:
 
     def damage(self, artifact: str, recorded: dict[str, int]) -> str | None:
         """The first recorded file whose blob is missing or has another size, in words (as
-        :meth:`unirag.workspace.Workspace._damage` says it of a local file)."""
+        :class:`unirag.store.local_files.LocalArtifactFiles` says it of a local file)."""
         if not recorded:
             return None
         stored = self.stored_sizes(artifact)

@@ -1,42 +1,41 @@
 """Opening a store where its :class:`~unirag.store.location.StoreLocation` says: the one
-place that picks the SQLite or the PostgreSQL implementation (imported only when used:
-psycopg is an optional extra)."""
+place that picks the backend (:mod:`unirag.store.sqlite` or :mod:`unirag.store.postgres`;
+psycopg, an optional extra, is imported only when a PostgreSQL store connects)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from unirag.store.database import Database, WriterLock
-from unirag.store.location import STORE_FILE, StoreLocation
+from unirag.errors import WorkspaceError
+from unirag.store import postgres
+from unirag.store.backend import Backend, Store
+from unirag.store.location import StoreLocation
+from unirag.store.sqlite import SqliteBackend
 
 
-def connect(location: StoreLocation, root: Path, busy_timeout: float | None = None) -> Database:
-    """A new connection (SQLite: ``root/store.sqlite``, created when missing; ``busy_timeout``:
-    seconds a SQLite write waits for another writer's transaction)."""
+def backend_for(location: StoreLocation, root: Path) -> Backend:
+    """The backend of the workspace at ``root`` whose store is at ``location``."""
     if location.is_postgres:
-        from unirag.store.postgres import PostgresDatabase
-
-        return PostgresDatabase.connect(location, location.describe(root))
-    from unirag.store.sqlite import connect_sqlite
-
-    return connect_sqlite(root / STORE_FILE, busy_timeout=busy_timeout)
+        return postgres.PostgresBackend(location, root)
+    return SqliteBackend(root)
 
 
-def store_exists(location: StoreLocation, root: Path) -> bool:
-    """Whether a workspace's tables are there (never creates them)."""
-    if location.is_postgres:
-        from unirag.store.postgres import schema_exists
+def connect(backend: Backend) -> Store:
+    """A new connection to ``backend``'s database with its artifact-files strategy."""
+    db = backend.connect()
+    try:
+        files = backend.artifact_files(db)
+    except BaseException:
+        db.close()
+        raise
+    return Store(backend, db, files)
 
-        return schema_exists(location, location.describe(root))
-    return (root / STORE_FILE).is_file()
 
-
-def writer_lock(location: StoreLocation, root: Path) -> WriterLock:
-    """The lock that lets one writer at a time change the workspace at ``root``."""
-    if location.is_postgres:
-        from unirag.store.postgres import AdvisoryWriterLock
-
-        return AdvisoryWriterLock(location, str(root))
-    from unirag.store.locks import FileWriterLock
-
-    return FileWriterLock(root / ".lock", str(root))
+def store_failure(exc: BaseException) -> WorkspaceError | None:
+    """A store server that stopped answering mid-job (wherever its client said so: a worker
+    thread, a lock, a bulk copy) as the store's one line; None for anything else. A client
+    library never imported cannot have raised: a SQLite workspace never pays for the check."""
+    if "psycopg" not in sys.modules:
+        return None
+    return postgres.store_failure(exc)

@@ -19,9 +19,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 from unirag.errors import WorkspaceError, import_optional
+from unirag.store.artifact_files import BlobArtifactFiles
 from unirag.store.database import POSTGRESQL, Dialect
 from unirag.store.locks import wait_for
 from unirag.store.location import StoreLocation
@@ -282,3 +285,46 @@ class AdvisoryWriterLock:
         except Exception as exc:
             if store_failure(exc, self.name) is None:
                 raise
+
+
+@dataclass(frozen=True)
+class PostgresBackend:
+    """A workspace's schema on a PostgreSQL server (:class:`unirag.store.backend.Backend`):
+    an advisory lock, pgvector tables for vector indices, artifact files as blobs with a
+    local copy under ``root``, the model cache as two tables of the schema."""
+
+    location: StoreLocation
+    root: Path
+    vector_tables: ClassVar[bool] = True
+    #: a PostgreSQL writer waits on row locks; a failed write is a real failure, never kept for later
+    busy_errors: ClassVar[tuple[type[BaseException], ...]] = ()
+
+    @property
+    def where(self) -> str:
+        return self.location.describe(self.root)
+
+    @property
+    def elsewhere(self) -> bool:
+        return True
+
+    @property
+    def cache_file(self) -> None:
+        return None
+
+    def connect(self, busy_timeout: float | None = None) -> PostgresDatabase:
+        return PostgresDatabase.connect(self.location, self.where)
+
+    def exists(self) -> bool:
+        return schema_exists(self.location, self.where)
+
+    def writer_lock(self) -> AdvisoryWriterLock:
+        return AdvisoryWriterLock(self.location, str(self.root))
+
+    def artifact_files(self, db: Any) -> BlobArtifactFiles:
+        return BlobArtifactFiles(db, self.root)
+
+    def cache_database(self) -> PostgresDatabase:
+        return self.connect()
+
+    def empty(self) -> None:
+        drop_schema(self.location, self.where)

@@ -13,11 +13,16 @@ file as one :class:`~unirag.errors.StoreDamagedError` line.
 from __future__ import annotations
 
 import sqlite3
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from unirag.errors import StoreDamagedError, damaged_database
 from unirag.store.database import SQLITE, Dialect
+from unirag.store.local_files import LocalArtifactFiles
+from unirag.store.location import STORE_FILE
+from unirag.store.locks import FileWriterLock
 
 C = TypeVar("C", bound=sqlite3.Connection)
 
@@ -169,3 +174,56 @@ def connect_sqlite(path: Path, schema: str = "", busy_timeout: float | None = No
     if busy_timeout is not None:
         prepared.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     return prepared
+
+
+CACHE_FILE = Path("cache") / "llm.sqlite"
+
+
+@dataclass(frozen=True)
+class SqliteBackend:
+    """The embedded store of the workspace at ``root`` (:class:`unirag.store.backend.Backend`):
+    ``root/store.sqlite``, a file lock, the artifact files in the directory itself and the
+    model cache in its own file."""
+
+    root: Path
+    vector_tables: ClassVar[bool] = False
+    busy_errors: ClassVar[tuple[type[BaseException], ...]] = (sqlite3.OperationalError,)
+
+    @property
+    def path(self) -> Path:
+        return self.root / STORE_FILE
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def elsewhere(self) -> bool:
+        return False
+
+    @property
+    def cache_file(self) -> Path:
+        return self.root / CACHE_FILE
+
+    def connect(self, busy_timeout: float | None = None) -> SqliteDatabase:
+        return connect_sqlite(self.path, busy_timeout=busy_timeout)
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def writer_lock(self) -> FileWriterLock:
+        return FileWriterLock(self.root / ".lock", str(self.root))
+
+    def artifact_files(self, db: Any) -> LocalArtifactFiles:
+        return LocalArtifactFiles(self.root)
+
+    def cache_database(self) -> SqliteDatabase:
+        return connect_sqlite(self.cache_file)
+
+    def empty(self) -> None:
+        """Move the store's file (and its WAL) aside, named with the time: never deleted."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            old = self.root / f"{STORE_FILE}{suffix}"
+            if old.exists():
+                old.rename(old.with_name(f"{STORE_FILE}.replaced-{stamp}{suffix}"))
