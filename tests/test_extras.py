@@ -125,3 +125,17 @@ def test_extras_split_what_the_core_does_not_need() -> None:
                for item in extras["all"])
     assert extras["ray"] == ["ray==2.60.0"] and not any("ray" in item for item in extras["all"])
     assert '".[all,dev,ray]"' in (ROOT / "scripts" / "setup.sh").read_text()
+
+
+def test_version_is_the_package_metadata() -> None:
+    """Issue 31: ``__version__`` was a literal beside pyproject's; the MCP server reported ''.
+    Now pyproject.toml's ``version`` is the one source, read from the installed metadata on demand."""
+    import importlib.metadata
+
+    import unirag
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert unirag.__version__ == importlib.metadata.version("unirag") == declared
+    assert "__version__" in dir(unirag)
+    done = python("import sys, unirag; print('importlib.metadata' in sys.modules)")
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr  # import unirag reads no file
