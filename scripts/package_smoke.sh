@@ -51,13 +51,16 @@ echo "== package: import, version, --help ($((SECONDS - started)) s)"
 want=$("$PY" -c 'import sys, tomllib; print(tomllib.load(open(sys.argv[1], "rb"))["project"]["version"])' \
     "$root/pyproject.toml")
 got=$("$bin/python" -c 'import unirag; print(unirag.__version__, unirag.__file__)')
-[[ "$got" == "$want $work/venv/"* ]] || { echo "import unirag gave '$got', wanted version $want from the venv"; exit 1; }
+[[ "$got" == "$want $work/venv/"* ]] \
+    || { echo "import unirag gave '$got', wanted version $want from the venv"; exit 1; }
 [ "$("$bin/unirag" --version)" = "$want" ]
 "$bin/unirag" --help >/dev/null
 if "$bin/python" -c 'import fastapi' 2>/dev/null; then echo "fastapi came with the core install"; exit 1; fi
 
 echo "== package: a missing extra is one line naming it ($((SECONDS - started)) s)"
-if "$bin/unirag" serve -w "$work/ws" >"$work/out" 2>"$work/err"; then echo "unirag serve ran without fastapi"; exit 1; fi
+if "$bin/unirag" serve -w "$work/ws" >"$work/out" 2>"$work/err"; then
+    echo "unirag serve ran without fastapi"; exit 1
+fi
 cat "$work/err"
 [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "^unirag: error: .*pip install 'unirag\[server\]'$" "$work/err" \
     || { echo "not one line naming the server extra"; exit 1; }
