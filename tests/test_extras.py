@@ -125,3 +125,31 @@ def test_extras_split_what_the_core_does_not_need() -> None:
                for item in extras["all"])
     assert extras["ray"] == ["ray==2.60.0"] and not any("ray" in item for item in extras["all"])
     assert '".[all,dev,ray]"' in (ROOT / "scripts" / "setup.sh").read_text()
+
+
+def test_version_is_the_package_metadata() -> None:
+    """Issue 31: ``__version__`` was a literal beside pyproject's; the MCP server reported ''.
+    Now pyproject.toml's ``version`` is the one source, read from the installed metadata on demand."""
+    import importlib.metadata
+
+    import unirag
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert unirag.__version__ == importlib.metadata.version("unirag") == declared
+    assert "__version__" in dir(unirag)
+    done = python("import sys, unirag; print('importlib.metadata' in sys.modules)")
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr  # import unirag reads no file
+
+
+def test_serve_without_a_server_package_is_one_line(tmp_path: Path) -> None:
+    """Issue 31: the server extra gained fastapi-offline (/docs offline); an install from before it
+    has fastapi but not fastapi-offline, and ``unirag serve`` must say so in one line, not a traceback."""
+    done = python(f"""
+        import sys
+        from unirag.cli import main
+        sys.argv = ["unirag", "serve", "-w", {str(tmp_path / "ws")!r}]
+        main()
+    """, ("fastapi_offline",), cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == ("unirag: error: 'unirag serve' needs the server extra (fastapi_offline missing): "
+                                   "pip install 'unirag[server]'")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from server_harness import running_server, scripted_rag
 from unirag.server.settings import ServerSettings
 
 pytest.importorskip("fastapi")
+from unirag.server.api_docs import API_DOCS_ASSETS  # noqa: E402 (it imports fastapi)
 
 QUESTION = "What is the capital of France?"
 QUOKKA = "Which marsupial lives on Rottnest Island near Perth?"
@@ -80,10 +83,41 @@ def test_health_openapi_docs_methods_stats(client: httpx.Client) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/query", "/query/stream", "/documents", "/v1/chat/completions", "/graph/{graph_type}"} <= set(paths)
     assert "swagger" in client.get("/docs").text.lower()
+    assert client.get("/openapi.json").json()["info"]["version"] == version("unirag")
     methods = {m["name"]: m for m in client.get("/methods").json()}
     assert "vanilla" in methods and "chunk_vectors" in methods["vanilla"]["requires"]
     stats = client.get("/stats").json()
     assert stats["documents"] == N_DOCUMENTS and "chunk_vectors" in stats["artifacts"]
+
+
+def test_api_docs_load_nothing_from_elsewhere(client: httpx.Client) -> None:
+    """Issue 31: FastAPI's /docs and /redoc load their scripts from a CDN, a blank page offline.
+    Every script, style and icon they name is a path on this server, and it is served."""
+    for page, assets in (("/docs", ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png")),
+                         ("/redoc", ("redoc.standalone.js", "favicon.png"))):
+        html = client.get(page)
+        assert html.status_code == 200, page
+        urls = re.findall(r"""(?:src|href)=["']([^"']+)["']|url: ["']([^"']+)["']""", html.text)
+        named = {a or b for a, b in urls}
+        assert named and not any("//" in url for url in named), named
+        for asset in assets:
+            assert f"{API_DOCS_ASSETS}/{asset}" in named, (page, asset)
+            served = client.get(f"{API_DOCS_ASSETS}/{asset}")
+            assert served.status_code == 200 and len(served.content) > 1000, asset
+    assert "img-src 'self' data:" in client.get("/redoc").headers["content-security-policy"]
+
+
+def test_api_docs_assets_need_no_key_but_the_docs_and_host_guard_hold(tmp_path: Path) -> None:
+    """The library files are key-less like the web page's; /docs, /redoc and the schema are not,
+    and a Host this server is not reached by (DNS rebinding) is refused for the files too."""
+    with scripted_rag(tmp_path / "ws") as rag, running_server(rag, ServerSettings(api_key="k3y")) as url:
+        with httpx.Client(base_url=url, timeout=30) as bare:
+            assert bare.get(f"{API_DOCS_ASSETS}/swagger-ui-bundle.js").status_code == 200
+            for path in ("/docs", "/redoc", "/openapi.json"):
+                assert_error(bare.get(path), 401, "API key")
+            port = url.rsplit(":", 1)[1]
+            assert_error(bare.get(f"{API_DOCS_ASSETS}/swagger-ui-bundle.js", headers={"Host": f"evil.example:{port}"}),
+                         421, "evil.example")
 
 
 def test_query_is_the_cli_json(client: httpx.Client) -> None:
@@ -332,20 +366,21 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     with scripted_rag(tmp_path / "ws") as rag:
         rag.index(small_corpus(tmp_path))
 
-    async def session_calls() -> tuple[set[str], Any, Any, Any, Any]:
+    async def session_calls() -> tuple[Any, set[str], Any, Any, Any, Any]:
         params = StdioServerParameters(command=sys.executable, args=[str(TESTS / "mcp_launcher.py"),
                                                                      str(tmp_path / "ws")],
                                        cwd=str(TESTS.parent))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+            initialized = await session.initialize()
             tools = {tool.name for tool in (await session.list_tools()).tools}
             answered = await session.call_tool("query", {"question": QUESTION})
             retrieved = await session.call_tool("retrieve", {"question": QUOKKA, "top_k": 2})
             listed = await session.call_tool("list_methods", {})
             wrong = await session.call_tool("query", {"question": QUESTION, "method": "nope"})
-            return tools, answered, retrieved, listed, wrong
+            return initialized, tools, answered, retrieved, listed, wrong
 
-    tools, answered, retrieved, listed, wrong = asyncio.run(session_calls())
+    initialized, tools, answered, retrieved, listed, wrong = asyncio.run(session_calls())
+    assert initialized.server_info.version == version("unirag")  # was "" before issue 31
     assert tools == {"query", "retrieve", "list_methods"}
     assert answered.structured_content["answer"] == "paris" and answered.structured_content["context"]
     context = retrieved.structured_content["context"]

@@ -297,3 +297,42 @@ def test_the_page_asks_for_the_key_and_sends_it(browser: Any, tmp_path: Path) ->
                 assert page.inner_text("#ask-answer") == "paris"
             finally:
                 context.close()
+
+
+# -- the API's own pages ------------------------------------------------------------------------------
+
+
+def test_api_docs_and_redoc_render_with_no_network_but_the_server(browser: Any, tmp_path: Path) -> None:
+    """Issue 31: ``/docs`` was blank offline (Swagger UI came from a CDN). Every request that does
+    not go to the server is aborted and recorded; the pages must draw the API from local files."""
+    with scripted_rag(tmp_path / "ws") as rag, running_server(rag) as url:
+        context = browser.new_context(viewport=VIEWPORT)
+        left: list[str] = []
+
+        def only_the_server(route: Any) -> None:
+            if route.request.url.startswith(url + "/"):
+                route.continue_()
+            else:
+                left.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", only_the_server)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(30_000)
+        try:
+            schema = httpx.get(f"{url}/openapi.json").json()
+            operations = sum(len(methods) for methods in schema["paths"].values())
+            page.goto(f"{url}/docs")
+            page.wait_for_selector(".opblock-summary-path[data-path='/query']")
+            assert page.locator(".opblock").count() == operations  # every operation, not an empty shell
+            assert page.locator(".info .version").first.inner_text().strip() == schema["info"]["version"]
+            shot(page, "20-api-docs-offline")
+            page.goto(f"{url}/redoc")
+            page.wait_for_selector("[data-section-id^='tag/query']", state="attached")
+            shot(page, "21-api-redoc-offline")
+        finally:
+            context.close()
+        assert not left, left
+        assert not errors, errors

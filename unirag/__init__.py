@@ -12,7 +12,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+#: What ``__version__`` is when no installed distribution describes this code (a source tree on
+#: ``sys.path`` that pip never installed): a valid PEP 440 version that sorts below every release.
+UNKNOWN_VERSION = "0+unknown"
 
 #: Public name -> (module, attribute), imported on first access. Each public name is the
 #: class's own name, so ``repr()``, tracebacks and the docs call a value what users import.
@@ -46,8 +48,21 @@ if TYPE_CHECKING:
     from unirag.pipeline import DeleteReport, IndexReport
 
 
+def package_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s ``version``, the one source):
+    read from the package metadata on demand, so ``import unirag`` reads no file."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("unirag")
+    except PackageNotFoundError:
+        return UNKNOWN_VERSION
+
+
 def __getattr__(name: str) -> Any:
-    """Import an exported name's module on first access (PEP 562)."""
+    """Import an exported name's module on first access (PEP 562); ``__version__`` from metadata."""
+    if name == "__version__":
+        return package_version()
     try:
         module, attribute = _EXPORTS[name]
     except KeyError:

@@ -879,12 +879,22 @@ def export(
     print(f"wrote {path}")
 
 
-def _need_server_extra(module: str, command: str) -> None:
-    """One line, not a traceback, when the optional server packages are absent."""
+def _need_server_extra(command: str, *modules: str) -> None:
+    """One line, not a traceback, when an optional server package is absent (an install from
+    before the extra gained one counts too). ``pip install 'unirag[server]'`` holds for a clone's
+    install: pip finds the installed unirag and adds the extra's packages."""
     import importlib.util
 
-    if importlib.util.find_spec(module) is None:
-        raise UniragError(f"'unirag {command}' needs the server extra: pip install 'unirag[server]'")
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except ImportError:  # a finder that refuses it (or a broken parent package)
+            return True
+
+    missing = [module for module in modules if absent(module)]
+    if missing:
+        raise UniragError(f"'unirag {command}' needs the server extra ({', '.join(missing)} missing): "
+                          "pip install 'unirag[server]'")
 
 
 @app.command()
@@ -922,7 +932,7 @@ def serve(
     shows the key in 'ps'); the key is never printed. Without a key, --host beyond loopback is refused
     unless --insecure. Writes (POST, PUT, PATCH, DELETE) from a web page of another origin are refused
     (403), and so is a Host header naming neither this machine nor an --allowed-host (421)."""
-    _need_server_extra("fastapi", "serve")
+    _need_server_extra("serve", "fastapi", "uvicorn", "fastapi_offline", "python_multipart")
     from unirag.server.app import create_app
     from unirag.server.run import serve as run_server
     from unirag.server.settings import ServerSettings

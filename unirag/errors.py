@@ -109,8 +109,11 @@ class MissingExtraError(ConfigError):
 
 def import_optional(module: str, extra: str, purpose: str) -> Any:
     """``module``, imported now; if it (or what it needs) is not installed, one line naming the
-    extra: ``pip install unirag`` is the core for a remote endpoint, and the offline models
-    (``embedded``), the evaluation stack (``eval``) and the server (``server``) are extras."""
+    extra: the core serves a remote endpoint, and the offline models (``embedded``), the evaluation
+    stack (``eval``) and the server (``server``) are extras. ``pip install 'unirag[EXTRA]'`` is
+    true for any installed unirag, a clone's included (``pip install .`` / ``-e .``): pip finds
+    the installed distribution and adds the extra's packages, it does not look unirag up on PyPI
+    (scripts/package_smoke.sh checks this on the built wheel)."""
     import importlib
 
     try:

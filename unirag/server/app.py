@@ -31,10 +31,10 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     or a workspace path (opened now, which must exist, and closed at shutdown; ``overrides`` as
     ``UniRAG``'s). The reader answers from the built artifacts while a job writes
     (``stale_while_writing`` is set on a given UniRAG too)."""
-    from fastapi import FastAPI
-
+    from unirag import package_version
     from unirag.api import UniRAG
     from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
+    from unirag.server.api_docs import offline_fastapi
     from unirag.server.auth import BearerKeyMiddleware
     from unirag.server.errors import install_error_handlers
     from unirag.server.guard import OriginGuardMiddleware, served_names
@@ -55,8 +55,8 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
         finally:
             state.close()
 
-    app = FastAPI(title="unirag", summary=f"Graph RAG over the workspace {rag.root.name}",
-                  version=_version(), lifespan=lifespan)
+    app = offline_fastapi(title="unirag", summary=f"Graph RAG over the workspace {rag.root.name}",
+                          version=package_version(), lifespan=lifespan)
     app.state.unirag = state
     if settings.api_key:
         app.add_middleware(BearerKeyMiddleware, api_key=settings.api_key)
@@ -71,12 +71,3 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
         app.include_router(module.router)
     install_page(app)
     return app
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("unirag")
-    except PackageNotFoundError:
-        return "0"

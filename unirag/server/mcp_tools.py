@@ -48,8 +48,10 @@ def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
     """An MCP server whose tools ask ``rag``; ``top_k`` caps the items per retrieval operator."""
     from mcp.server.mcpserver import MCPServer
 
+    from unirag import package_version
+
     methods = MethodCatalog()
-    server = MCPServer(name="unirag", instructions=(
+    server = MCPServer(name="unirag", version=package_version(), instructions=(
         f"Graph RAG over the document workspace '{rag.root.name}'. Use 'query' for an answer grounded in "
         "its documents, 'retrieve' for the passages and graph facts alone, 'list_methods' to choose a method."))
 
