@@ -37,7 +37,7 @@ HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
 # base builder with a preset that wins over the user's settings for the keys it
 # names; they are built when a method (or ``--index NAME``) asks, never by ``all``.
 HIERARCHY_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
-    # ArchRAG ablations (paper 000, "Ablation study"): "Spec.", "Spec. (No Aug)", "Leiden".
+    # ArchRAG ablations (Wang et al. 2025, "Ablation study"): "Spec.", "Spec. (No Aug)", "Leiden".
     "archrag-spectral": ("archrag", {"clustering": "spectral"}),
     "archrag-spectral-noaug": ("archrag", {"clustering": "spectral", "augment": "none"}),
     "archrag-leiden": ("archrag", {"augment": "none", "edge_weight": "relation"}),
