@@ -21,7 +21,7 @@ import csv
 import sys
 from pathlib import Path
 
-# Survey (paper 003) Table 7: average time (s) and tokens per query; None where not reported.
+# Survey (Zhou et al. 2025) Table 7: average time (s) and tokens per query; None where not reported.
 SURVEY_TABLE7: dict[str, dict[str, tuple[float, float] | None]] = {
     "musique": {
         "zeroshot": (1.73, 137.8), "vanilla": (1.31, 745.4), "g-retriever": (31.21, 3260.5),

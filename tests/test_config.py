@@ -247,3 +247,12 @@ def test_prompt_window_keeps_the_count_margin_free() -> None:
     assert Settings.model_validate({"chat": {"count_margin": 0}}).chat.prompt_window == 8000
     with pytest.raises(ValueError):
         Settings.model_validate({"chat": {"count_margin": 0.5}})
+
+
+def test_the_servers_key_variable_is_not_an_unknown_setting(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``UNIRAG_SERVER_API_KEY=KEY unirag serve`` is how the server's key is meant to be given (the
+    command line would show it in ps); the settings loader refused it as an unknown variable."""
+    from unirag.config import load_settings
+
+    settings = load_settings(tmp_path, env={"UNIRAG_SERVER_API_KEY": "secret"})
+    assert "secret" not in repr(settings.public_dict())

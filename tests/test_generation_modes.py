@@ -1,4 +1,4 @@
-"""The two-stage generation modes: GraphRAG map-reduce (paper 001 §3.1.6) and ArchRAG adaptive filtering.
+"""The two-stage generation modes: GraphRAG map-reduce (Edge et al. 2024 §3.1.6) and ArchRAG adaptive filtering.
 
 Most tests use a minimal query state (settings + a scripted chat, items made by
 hand); the last ones run specs through the method runner on the hand-built graph.

@@ -44,7 +44,10 @@ from unirag.errors import ConfigError
 
 SETTINGS_FILE = "unirag.yaml"
 ENV_PREFIX = "UNIRAG_"
-NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG", "UNIRAG_DEMO_WORKSPACE", "UNIRAG_TEST_POSTGRES_URL"})
+# Read by others, not settings: the default workspace, debug output, the demo, the tests, and the
+# server's key (unirag serve reads it itself so it never sits in a settings object or a manifest).
+NON_SETTING_VARS = frozenset({"UNIRAG_WORKSPACE", "UNIRAG_DEBUG", "UNIRAG_DEMO_WORKSPACE", "UNIRAG_TEST_POSTGRES_URL",
+                              "UNIRAG_SERVER_API_KEY"})
 EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # opt-in: static token vectors from the wordllama package (unirag.llm.wordllama_embedder); faster, less exact

@@ -1,6 +1,6 @@
 """Benchmark datasets as questions with gold answers plus a passage corpus.
 
-Every benchmark the survey evaluates on (paper 003 §7.1, Table 4; ArchRAG's
+Every benchmark the survey evaluates on (Zhou et al. 2025 §7.1, Table 4; ArchRAG's
 Multihop-RAG, HotpotQA and NarrativeQA; LeanRAG's UltraDomain) ships in its
 own layout. This module reads each native layout into one model: a list of
 :class:`Question` (gold answers with aliases, gold evidence where the dataset

@@ -6,8 +6,8 @@ averaging over questions is the caller's job.  Definitions follow the papers
 this project reproduces, and each docstring says exactly which reading was
 chosen where a paper is vague:
 
-* Accuracy / recall for specific QA: ArchRAG (paper 000) appendix "Metrics",
-  the survey (paper 003) §7.1 and appendix A.4.  Both papers choose
+* Accuracy / recall for specific QA: ArchRAG (Wang et al. 2025) appendix "Metrics",
+  the survey (Zhou et al. 2025) §7.1 and appendix A.4.  Both papers choose
   "gold answer contained in the generation" over exact match because LLM
   output wording is uncontrollable, following Schick et al. 2024, Mallen et
   al. 2022 and Asai et al. 2023 (Self-RAG).
@@ -235,7 +235,7 @@ def str_rec(prediction: str, qa_pairs: Sequence[Sequence[str]]) -> float:
 
     This is the metric ALCE (Gao et al. 2023, §3 "Correctness", ASQA) calls
     STR-EM / "exact match recall": "whether the short answers are exact
-    substrings of the generation".  The survey (paper 003, §7.1, citing ALCE
+    substrings of the generation".  The survey (Zhou et al. 2025, §7.1, citing ALCE
     [17]) reports three string metrics, STRREC, STREM and STRHIT, without
     defining them; in all but one row of its Tables 5 and 12 they satisfy
     STRHIT >= STRREC >= STREM, which fixes the reading used here:

@@ -1,4 +1,4 @@
-"""Adaptive filtering-based generation: ArchRAG (paper 000, "Adaptive filtering-based generation").
+"""Adaptive filtering-based generation: ArchRAG (Wang et al. 2025, "Adaptive filtering-based generation").
 
 ArchRAG retrieves per layer of its hierarchy (R_0 .. R_L) and then
 

@@ -1,4 +1,4 @@
-"""Map-reduce generation: GraphRAG's global answer (paper 001 §3.1.6).
+"""Map-reduce generation: GraphRAG's global answer (Edge et al. 2024 §3.1.6).
 
 1. **Prepare**: the context items (community reports for GGraphRAG) are
    shuffled with a seeded generator (GraphRAG's own ``random_state`` 86 by

@@ -1,4 +1,4 @@
-"""ArchRAG's attributed communities (paper 000, Algorithm 1 "LLM-based hierarchical clustering").
+"""ArchRAG's attributed communities (Wang et al. 2025, Algorithm 1 "LLM-based hierarchical clustering").
 
 Each iteration builds one layer of communities above the previous one
 (``level_order="bottom_up"``: level 1 is the first layer above the entities):

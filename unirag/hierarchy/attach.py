@@ -4,7 +4,7 @@ Why not re-cluster: Leiden, Gaussian mixtures and LSH merges are not stable
 under small changes. On 500 2Wiki passages, re-clustering after adding 1 %
 more passages changed the member set of most communities, so 63 % of a full
 build's summary calls were asked again (``bench/living_corpus.py``). HyGRAG
-(paper 002, §3.4) updates its hierarchy by *attachment* instead: new content
+(Zhong et al. 2025, §3.4) updates its hierarchy by *attachment* instead: new content
 joins the existing community whose summary embedding is most similar when
 that similarity exceeds ``tau_attach`` (0.65), and only the communities along
 its path are re-summarised (Eq. 28-31). This module applies that rule, one

@@ -3,7 +3,7 @@
 Abstract (sensemaking) questions have no gold answer, so answers are compared
 by an LLM judge:
 
-* **Pairwise** (GraphRAG, paper 001 §3.3 and appendix F; the survey, paper 003
+* **Pairwise** (GraphRAG, Edge et al. 2024 §3.3 and appendix F; the survey, Zhou et al. 2025
   §7.1, appendix A.4, Figure 19): the judge sees the question and two answers
   and names the better one, or a tie, on comprehensiveness, diversity,
   empowerment, directness (GraphRAG's control criterion) and overall. Every
@@ -12,7 +12,7 @@ by an LLM judge:
   five times "to account for the inherent stochasticity of LLM generation").
   A win rate counts a tie as half a win (GraphRAG appendix G: winner 100,
   loser 0, tie 50).
-* **Absolute** (LeanRAG, paper 004 §4 and appendix D.3): the judge scores one
+* **Absolute** (LeanRAG, Zhang et al. 2025 §4 and appendix D.3): the judge scores one
   answer 1-10 on comprehensiveness, diversity, empowerment and overall, with
   LeanRAG's rubric bands, ``replicates`` times (LeanRAG: 5).
 

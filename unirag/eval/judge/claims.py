@@ -1,4 +1,4 @@
-"""Claim-based comprehensiveness and diversity (GraphRAG, paper 001 §4.2).
+"""Claim-based comprehensiveness and diversity (GraphRAG, Edge et al. 2024 §4.2).
 
 GraphRAG checks its LLM win rates with measures that need no judge of
 quality: the factual claims of each answer ("a statement that explicitly

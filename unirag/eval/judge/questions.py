@@ -1,10 +1,10 @@
 """Abstract (global sensemaking) questions for a corpus: GraphRAG's Algorithm 1.
 
-GraphRAG (paper 001 §3.2, Algorithm 1) has no gold questions for sensemaking
+GraphRAG (Edge et al. 2024 §3.2, Algorithm 1) has no gold questions for sensemaking
 either, so it asks an LLM, from a description of the corpus, for K personas of
 potential users, N tasks per user and M questions per (user, task) that need an
 understanding of the whole corpus rather than the retrieval of a fact (K = N =
-M = 5: 125 questions). The survey (paper 003 appendix A.4, Figure 18) does the
+M = 5: 125 questions). The survey (Zhou et al. 2025 appendix A.4, Figure 18) does the
 same in a single prompt; we keep GraphRAG's three steps as separate calls, so a
 small model answers three short lists instead of one 125-line document, and a
 failed step loses only its own part.

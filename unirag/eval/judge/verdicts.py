@@ -19,7 +19,7 @@ from unirag.eval.jsonl import read_rows
 CRITERIA: tuple[str, ...] = ("comprehensiveness", "diversity", "empowerment", "directness")
 OVERALL = "overall"
 ALL_CRITERIA: tuple[str, ...] = (*CRITERIA, OVERALL)
-#: LeanRAG's absolute scoring criteria (paper 004 appendix D.3): no directness.
+#: LeanRAG's absolute scoring criteria (Zhang et al. 2025 appendix D.3): no directness.
 ABSOLUTE_CRITERIA: tuple[str, ...] = ("comprehensiveness", "diversity", "empowerment", OVERALL)
 #: "ab": method_a is shown as Answer 1; "ba": method_b is.
 ORDERS: tuple[str, ...] = ("ab", "ba")
