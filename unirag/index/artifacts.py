@@ -28,7 +28,6 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
-from unirag.store.bulk_load import collector_paused, heap_kept, survivors_frozen
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -443,23 +442,18 @@ def _hierarchy(name: str) -> Callable[[BuildContext], bool]:
             plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves, previous))
             return plans[-1].carrier
 
-        # The builders make hundreds of thousands of records, links and lines and no reference
-        # cycles worth collecting: each full collection would walk the whole heap (the merged
-        # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
-        # before the collector resumes, else its first pass walks them all (0.1 s a hierarchy).
-        with collector_paused():
-            result, leaves = run(make_carrier)
-            CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result,
-                                               stored if stored else None)
-            entry = {
-                "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
-                "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-                "links": len(result.links), "stats": result.stats, "identity": identity,
-                "update": plans[-1].to_json() if plans else None,
-            }
-            del result
-            stored.clear()
-            plans.clear()
+        result, leaves = run(make_carrier)
+        CommunityStore(ctx.workspace).save(_renamed(result, name) if name != base else result,
+                                           stored if stored else None)
+        entry = {
+            "config": _config_dict(config), "inputs": inputs, "count": len(result.communities),
+            "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
+            "links": len(result.links), "stats": result.stats, "identity": identity,
+            "update": plans[-1].to_json() if plans else None,
+        }
+        del result
+        stored.clear()
+        plans.clear()
         files = [record_leaves(ctx.workspace, key, leaves)]
         ctx.workspace.set_manifest_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
                                          files=files)
@@ -674,16 +668,14 @@ def build_order(names: list[str]) -> list[str]:
 def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
     """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
     registry = artifact_registry()
-    with heap_kept(), survivors_frozen() as freeze:
-        for name in build_order(names):
-            if ctx.on_stage is not None:
-                ctx.on_stage(name)
-            tick = time.perf_counter()
-            if registry[name].build(ctx):
-                ctx.rebuilt.append(name)
-            ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
-            ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
-            freeze()  # what the step left alive (graph, stores, caches) is not walked by later collections
+    for name in build_order(names):
+        if ctx.on_stage is not None:
+            ctx.on_stage(name)
+        tick = time.perf_counter()
+        if registry[name].build(ctx):
+            ctx.rebuilt.append(name)
+        ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
+        ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
     return ctx.rebuilt
 
 
