@@ -28,6 +28,7 @@ from unirag.errors import ConfigError, WorkspaceError
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
+from unirag.index.survivors import survivors_frozen
 from unirag.workspace import Workspace
 
 HIERARCHIES = ("graphrag", "archrag", "hygrag", "leanrag")
@@ -665,17 +666,21 @@ def build_order(names: list[str]) -> list[str]:
     return ordered
 
 
-def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
-    """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
+def ensure_artifacts(ctx: BuildContext, names: list[str], *, index_job: bool = False) -> list[str]:
+    """Bring ``names`` (and what they need) up to date; returns what was rebuilt. An index job
+    (not a query's refresh) keeps what each step leaves alive out of the collector's reach
+    (:mod:`unirag.index.survivors`)."""
     registry = artifact_registry()
-    for name in build_order(names):
-        if ctx.on_stage is not None:
-            ctx.on_stage(name)
-        tick = time.perf_counter()
-        if registry[name].build(ctx):
-            ctx.rebuilt.append(name)
-        ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
-        ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+    with survivors_frozen(index_job) as after_step:
+        for name in build_order(names):
+            if ctx.on_stage is not None:
+                ctx.on_stage(name)
+            tick = time.perf_counter()
+            if registry[name].build(ctx):
+                ctx.rebuilt.append(name)
+            ctx.workspace.stamp_artifact(name)  # up to date with the corpus it was just checked against
+            ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
+            after_step()
     return ctx.rebuilt
 
 
