@@ -137,20 +137,11 @@ def test_a_build_equals_the_libraries_own_build() -> None:
     assert list(ours.vocab_dict.items()) == list(retriever.vocab_dict.items())
 
 
-def test_the_tfidf_terms_are_scikit_learns_without_importing_it() -> None:
-    """The analyser repeats scikit-learn's for CONFIG (tricky text included), and a build in a
-    fresh interpreter never imports scikit-learn (its import was most of an update's step)."""
-    import subprocess
-    import sys
-
+def test_the_tfidf_terms_are_scikit_learns() -> None:
+    """The terms counted are the vectoriser's analyser's for CONFIG (tricky text included)."""
     texts = [f"{p['title']}\n{p['text']}" for p in PASSAGES[:50]] + [
         "İstanbul's ĲSSEL-meer, naïve café_au_lait; x2 y 42 and THE Ǆungla — e-mail: a.b@c.d", "", "I a"]
     assert TfidfIndex.tokenize(texts) == [TfidfIndex._vectorizer_for().build_analyzer()(t) for t in texts]
-    code = ("import sys; from unirag.index.tfidf import TfidfIndex; "
-            "TfidfIndex.build(['Rivers flow into the sea', 'the sea is salty'], ['a', 'b']); "
-            "print('sklearn' in sys.modules)")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
-        == "False"
 
 
 def test_adding_passages_equals_a_full_build(tmp_path: Path, tokenised: dict[str, int]) -> None:

@@ -365,22 +365,6 @@ def test_carried_leiden_within_max_levels_is_the_unlimited_hierarchy_cut_there()
     assert limited[:-1] == cut[:-1] and [replace(c, children=()) for c in limited[-1]] == cut[-1]
 
 
-def test_survivors_frozen_hands_everything_back_however_the_block_ends() -> None:
-    import gc
-
-    from unirag.store.bulk_load import survivors_frozen
-
-    assert gc.get_freeze_count() == 0
-    with survivors_frozen() as freeze:
-        freeze()
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(RuntimeError), survivors_frozen() as freeze:
-        freeze()
-        raise RuntimeError("a step failed")
-    assert gc.get_freeze_count() == 0
-
-
 def test_the_default_encoding_and_its_name_give_one_tokenizer() -> None:
     """``get_tokenizer()`` and ``get_tokenizer("cl100k_base")`` were two keys of one cache, so
     every index run loaded the same ranks twice (~0.2 CPU s, ~100 MB)."""

@@ -116,7 +116,7 @@ def run_index(
             ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt,
                                on_stage=on_stage)
             if workspace.corpus.chunk_ids():
-                ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts))
+                ensure_artifacts(ctx, index_targets(workspace, settings, graphs, artifacts), index_job=True)
             else:  # --sync removed every document
                 _drop_derived(workspace)
             workspace.manifest.finish_delete()  # every built artifact is refreshed
@@ -267,7 +267,7 @@ def run_delete(
             if workspace.corpus.chunk_ids():
                 models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
                 ctx = BuildContext(workspace, settings, models, progress, timings=timings, rebuilt=rebuilt)
-                ensure_artifacts(ctx, built_artifacts(workspace))
+                ensure_artifacts(ctx, built_artifacts(workspace), index_job=True)
             else:
                 _drop_derived(workspace)
             workspace.manifest.finish_delete()

@@ -34,7 +34,7 @@ from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
-from unirag.store.bulk_load import collector_paused, heap_kept, survivors_frozen
+from unirag.index.survivors import survivors_frozen
 from unirag.workspace import Workspace
 
 TREE_VARIANTS: dict[str, dict[str, Any]] = {
@@ -288,22 +288,14 @@ def build_hierarchy(ctx: BuildContext, name: str) -> bool:
         plans.append(plan_update(ctx.workspace, ctx.settings, key, identity, leaves, previous))
         return plans[-1].carrier
 
-    # The builders make hundreds of thousands of records, links and lines and no reference
-    # cycles worth collecting: each full collection would walk the whole heap (the merged
-    # graph, the last build's hierarchy) again (see unirag.store.bulk_load). They are let go
-    # before the collector resumes, else its first pass walks them all.
-    with collector_paused():
-        result, leaves = spec.build(_build_inputs(ctx), name, config, make_carrier)
-        store.save(_renamed(result, name) if name != spec.name else result, stored if stored else None)
-        entry = {
-            "config": config_dict(config), "inputs": inputs, "count": len(result.communities),
-            "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
-            "links": len(result.links), "stats": result.stats, "identity": identity,
-            "update": plans[-1].to_json() if plans else None,
-        }
-        del result
-        stored.clear()
-        plans.clear()
+    result, leaves = spec.build(_build_inputs(ctx), name, config, make_carrier)
+    store.save(_renamed(result, name) if name != spec.name else result, stored if stored else None)
+    entry = {
+        "config": config_dict(config), "inputs": inputs, "count": len(result.communities),
+        "level_order": result.level_order, "levels": {str(k): v for k, v in result.levels().items()},
+        "links": len(result.links), "stats": result.stats, "identity": identity,
+        "update": plans[-1].to_json() if plans else None,
+    }
     files = [record_leaves(ctx.workspace, key, leaves)]
     ctx.workspace.manifest.set_entry(key, {**entry, "seconds": round(time.perf_counter() - started, 3)},
                                      files=files)
@@ -501,10 +493,12 @@ def build_order(names: list[str]) -> list[str]:
     return ordered
 
 
-def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
-    """Bring ``names`` (and what they need) up to date; returns what was rebuilt."""
+def ensure_artifacts(ctx: BuildContext, names: list[str], *, index_job: bool = False) -> list[str]:
+    """Bring ``names`` (and what they need) up to date; returns what was rebuilt. An index job
+    (not a query's refresh) keeps what each step leaves alive out of the collector's reach
+    (:mod:`unirag.index.survivors`)."""
     registry = artifact_registry()
-    with heap_kept(), survivors_frozen() as freeze:
+    with survivors_frozen(index_job) as after_step:
         for name in build_order(names):
             if ctx.on_stage is not None:
                 ctx.on_stage(name)
@@ -513,7 +507,7 @@ def ensure_artifacts(ctx: BuildContext, names: list[str]) -> list[str]:
                 ctx.rebuilt.append(name)
             ctx.workspace.manifest.stamp_artifact(name)  # up to date with the corpus it was just checked against
             ctx.timings[f"index.{name}"] = ctx.timings.get(f"index.{name}", 0.0) + time.perf_counter() - tick
-            freeze()  # what the step left alive (graph, stores, caches) is not walked by later collections
+            after_step()
     return ctx.rebuilt
 
 

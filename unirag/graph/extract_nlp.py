@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 
 from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.errors import UniragError, import_optional
-from unirag.store.bulk_load import collector_paused
 from unirag.text.types import Chunk
 
 if TYPE_CHECKING:
@@ -261,13 +260,11 @@ class NlpExtractor:
         """Load the model on first use: importing spaCy and the weights takes seconds."""
         if self._nlp is not None:
             return self._nlp
-        with collector_paused():  # the import and the model: ~86,000 objects the collector would walk
-            spacy = import_optional("spacy", "embedded", "the NLP extractor (graph.extractor: nlp)")
-            try:
-                nlp = spacy.load(self.model)
-            except OSError as exc:
-                raise UniragError(f"spaCy model {self.model!r} is not installed; install it with: {_INSTALL_HINT}") \
-                    from exc
+        spacy = import_optional("spacy", "embedded", "the NLP extractor (graph.extractor: nlp)")
+        try:
+            nlp = spacy.load(self.model)
+        except OSError as exc:
+            raise UniragError(f"spaCy model {self.model!r} is not installed; install it with: {_INSTALL_HINT}") from exc
         missing = {"parser", "ner"} - set(nlp.pipe_names)
         if missing:
             raise UniragError(

@@ -22,7 +22,6 @@ import numpy as np
 
 from unirag.graph.merge import Claim, Entity, MergedGraph, Relationship
 from unirag.graph.types import ChunkExtraction
-from unirag.store.bulk_load import collector_paused
 from unirag.store.database import Database
 from unirag.store.schema import Migration, ensure_schema, tables_migration
 from unirag.workspace import Workspace
@@ -270,12 +269,7 @@ class GraphStore:
 
     def load_graph(self) -> MergedGraph:
         """The merged graph, its rows in the order save_graph wrote them; each JSON column is
-        decoded in one call (:func:`json_values`), not one per row (~250,000 on 2Wiki), with the
-        cyclic collector paused (:mod:`unirag.store.bulk_load`: the rows make no cycles)."""
-        with collector_paused():
-            return self._read_graph()
-
-    def _read_graph(self) -> MergedGraph:
+        decoded in one call (:func:`json_values`), not one per row (~250,000 on 2Wiki)."""
         graph = MergedGraph()
         order = f"ORDER BY {self.db.dialect.insertion_order}"  # the order save_graph wrote: graph rows follow it
         rows = self.db.execute(

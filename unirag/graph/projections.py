@@ -48,9 +48,8 @@ class GraphView:
         return (matrix + matrix.T).tocsr()
 
     def to_igraph(self) -> Any:
-        from unirag.graph.igraph_import import import_igraph
+        import igraph
 
-        igraph = import_igraph()
         index = self.node_index()
         graph = igraph.Graph(n=len(self.nodes), edges=[(index[e["source"]], index[e["target"]]) for e in self.edges])
         graph.vs["name"] = [node["id"] for node in self.nodes]

@@ -385,9 +385,9 @@ def leiden_labels(n: int, edges: np.ndarray, weights: np.ndarray, resolution: fl
         return np.zeros(0, dtype=np.int64)
     if len(edges) == 0:
         return np.arange(n, dtype=np.int64)
-    from unirag.graph.igraph_import import import_igraph, import_leidenalg
+    import igraph as ig
+    import leidenalg
 
-    ig, leidenalg = import_igraph(), import_leidenalg()
     graph = ig.Graph(n=n, edges=edges.tolist(), directed=False)
     graph.es["weight"] = [float(w) for w in weights]
     partition = leidenalg.find_partition(

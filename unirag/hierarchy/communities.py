@@ -97,9 +97,8 @@ class EntityGraph:
 
     def to_igraph(self, weights: np.ndarray | None = None) -> Any:
         """Undirected igraph with ``weight`` on edges and ``name`` (entity id) on vertices."""
-        from unirag.graph.igraph_import import import_igraph
+        import igraph as ig
 
-        ig = import_igraph()
         graph = ig.Graph(n=len(self.ids), edges=self.edges.tolist(), directed=False)
         graph.vs["name"] = list(self.ids)
         graph.es["weight"] = list(self.weights if weights is None else weights)

@@ -166,9 +166,9 @@ def _split(
 
     Groups come back sorted by size (descending), then smallest row.
     """
-    from unirag.graph.igraph_import import import_igraph, import_leidenalg
+    import igraph as ig
+    import leidenalg
 
-    ig, leidenalg = import_igraph(), import_leidenalg()
     local = np.searchsorted(rows, edges).reshape(-1, 2)
     sub = ig.Graph(n=len(rows), edges=local.tolist(), directed=False)
     partition = leidenalg.find_partition(

@@ -1,25 +1,17 @@
 """TF-IDF over chunk texts as a scipy sparse matrix (KGP's seed retrieval, survey §5).
 
-scikit-learn's vectoriser defines the terms and weights; the matrix (rows
-L2-normalised) is saved as ``matrix.npz`` with the vocabulary and idf, so a
-query is one sparse transform and one sparse mat-vec — no Python loop over
-chunks. The matrix is computed from per-chunk term counts
-(:mod:`unirag.index.term_counts`), so an update tokenises only new chunks and
-still gives the bytes scikit-learn's ``fit_transform`` gives.
-
-Building does not import scikit-learn: its analyser (lowercase, the default token pattern,
-its English stop list read from its module file) and its weighting are repeated here with
-the same operations in the same float types (tested against ``fit_transform`` on real
-passages). Importing it costs ~0.7 CPU s (scipy.stats and the rest), most of a small index
-update's TF-IDF step; a query still uses its vectoriser.
+scikit-learn's ``TfidfVectorizer`` defines the terms and weights: its analyser tokenises,
+its ``TfidfTransformer`` weighs. The matrix (rows L2-normalised) is saved as ``matrix.npz``
+with the vocabulary and idf, so a query is one sparse transform and one sparse mat-vec — no
+Python loop over chunks. The matrix is weighted from per-chunk term counts
+(:mod:`unirag.index.term_counts`), so an update tokenises only new chunks and still gives
+what ``fit_transform`` over every chunk gives.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import warnings
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,10 +52,10 @@ class TfidfIndex:
 
     @classmethod
     def tokenize(cls, texts: list[str]) -> list[list[str]]:
-        """Each text's terms as the vectoriser sees them (lowercased, stop words out), in text order:
-        what its ``build_analyzer()`` gives for CONFIG."""
-        words, stop = re.compile(cls.TOKEN_PATTERN), english_stop_words()
-        return [[word for word in words.findall(text.lower()) if word not in stop] for text in texts]
+        """Each text's terms as the vectoriser's analyser gives them (lowercased, stop words out),
+        in text order."""
+        analyse = cls._vectorizer_for().build_analyzer()
+        return [analyse(text) for text in texts]
 
     @classmethod
     def build(cls, texts: list[str], ids: list[str]) -> TfidfIndex:
@@ -79,9 +71,9 @@ class TfidfIndex:
         scikit-learn numbers terms alphabetically but keeps each row's entries in the order
         its terms first occur in the corpus (the counts' column order), and that order decides
         the float sums of the row norms: the count matrix is laid out that way, then weighted
-        as scikit-learn's transformer weighs it (:func:`_smooth_idf`, :func:`_weigh_in_place`),
-        so the result is the same to the bit."""
+        by scikit-learn's own transformer."""
         from scipy.sparse import csr_matrix
+        from sklearn.feature_extraction.text import TfidfTransformer
 
         n, size = len(counts.ids), len(counts.terms)
         if size == 0:  # empty corpus, or only stop words: an empty index, not a crash
@@ -92,10 +84,12 @@ class TfidfIndex:
         matrix = csr_matrix((counts.counts[layout].astype(np.float32),
                              alphabetical[counts.columns[layout]].astype(np.int32),
                              counts.indptr.astype(np.int32)), shape=(n, size))
-        idf = _smooth_idf(matrix)
-        _weigh_in_place(matrix, idf)
+        vectorizer = cls._vectorizer_for()  # what its fit_transform does after counting
+        transformer = TfidfTransformer(norm=vectorizer.norm, use_idf=vectorizer.use_idf,
+                                       smooth_idf=vectorizer.smooth_idf, sublinear_tf=vectorizer.sublinear_tf)
+        weighted = transformer.fit_transform(matrix)
         vocabulary = dict(zip(counts.terms, alphabetical.tolist(), strict=True))
-        return cls(vocabulary, idf, matrix, list(counts.ids))
+        return cls(vocabulary, transformer.idf_, weighted, list(counts.ids))
 
     def save(self, directory: Path) -> None:
         from scipy.sparse import save_npz
@@ -141,48 +135,3 @@ class TfidfIndex:
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self.ids[int(i)], float(scores[i])) for i in top if scores[i] > 0]
-
-
-@lru_cache(maxsize=1)
-def english_stop_words() -> frozenset[str]:
-    """scikit-learn's English stop list (``stop_words="english"``), read from its module file
-    without importing scikit-learn (see the module doc); imported the usual way where the file
-    is not where this version keeps it."""
-    import importlib.util
-    import runpy
-
-    spec = importlib.util.find_spec("sklearn")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    path = Path(locations[0]) / "feature_extraction" / "_stop_words.py" if locations else None
-    if path is not None and path.is_file():
-        words = runpy.run_path(str(path)).get("ENGLISH_STOP_WORDS")
-        if isinstance(words, frozenset):
-            return words
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
-def _smooth_idf(counts: Any) -> np.ndarray:
-    """scikit-learn's smoothed idf of a float32 count matrix: ``ln((1 + n) / (1 + df)) + 1``,
-    each step in float32 as its ``TfidfTransformer.fit`` takes it."""
-    df = np.bincount(counts.indices, minlength=counts.shape[1]).astype(np.float32)
-    df += np.float32(1.0)
-    idf = np.full_like(df, fill_value=counts.shape[0] + 1, dtype=np.float32)
-    idf /= df
-    np.log(idf, out=idf)
-    idf += np.float32(1.0)
-    return idf
-
-
-def _weigh_in_place(matrix: Any, idf: np.ndarray) -> None:
-    """scikit-learn's ``transform`` for CONFIG on a float32 CSR count matrix: sublinear tf
-    (``1 + ln tf``), times idf, rows L2-normalised (:mod:`unirag.index.tfidf_kernels`)."""
-    from unirag.index.tfidf_kernels import l2_normalise_rows
-
-    data = matrix.data
-    if TfidfIndex.CONFIG["sublinear_tf"]:
-        np.log(data, out=data)
-        data += np.float32(1.0)
-    data *= idf[matrix.indices]
-    l2_normalise_rows(data, matrix.indptr)

@@ -15,7 +15,6 @@ from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import Prompt, PromptLibrary
-from unirag.store.bulk_load import collector_paused
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -82,8 +81,7 @@ class Resources:
                 )
             try:
                 self.workspace.manifest.checkout(name)
-                with collector_paused():
-                    self._loaded[key] = loader()
+                self._loaded[key] = loader()
             except (OSError, ValueError, RuntimeError, KeyError) as exc:
                 raise WorkspaceError(
                     f"artifact '{name}' in {self.workspace.root} is damaged ({type(exc).__name__}): "
