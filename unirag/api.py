@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from unirag.operators.context import QueryState
     from unirag.pipeline import DeleteReport, IndexPlan, IndexReport
     from unirag.progress import Progress
-    from unirag.text.types import Document
+    from unirag.text.types import Chunk, Document
     from unirag.workspace import Workspace
 
 
@@ -334,6 +334,10 @@ class UniRAG:
     def documents(self) -> list[DocumentInfo]:
         """Every stored document, in the order added."""
         return [DocumentInfo.from_row(row) for row in self.workspace.documents()]
+
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        """One stored passage by id (what a context item's source opens), or None."""
+        return self.workspace.get_chunks([chunk_id]).get(chunk_id)
 
     def methods(self) -> list[MethodInfo]:
         """Every shipped method (a spec file path works too wherever a method is named)."""
