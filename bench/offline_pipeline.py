@@ -4,7 +4,7 @@ Issue 20's measure: ``unirag index`` of the 2WikiMultihopQA corpus with
 ``--graph all --index all``, the zero-LLM extractor (``graph.extractor: nlp``)
 and extractive summaries (``index.summarizer: extractive``, the offline
 default: no chat model is called), on a fresh workspace so every embedding is
-computed. It calls what ``unirag index`` calls (``api.plan_index``, then
+computed. It calls what ``unirag index`` calls (``pipeline.plan_index``, then
 ``pipeline.run_index``), with ``on_stage`` marking where each step starts.
 
 Per stage: wall seconds, CPU seconds (this process and its reaped child
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unirag.api import plan_index
+from unirag.pipeline import plan_index
 from unirag.config import load_settings
 from unirag.llm.factory import build_stack
 from unirag.pipeline import run_index

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("unirag.operators",),
     ("unirag.generate",),
     ("unirag.methods",),
-    ("unirag.pipeline", "unirag.eval", "unirag.migrate"),
+    ("unirag.pipeline", "unirag.stats", "unirag.eval", "unirag.migrate"),
     ("unirag.cli", "unirag.__main__", "unirag", "unirag.api", "unirag.server"),
 )
 RANK: dict[str, int] = {name: rank for rank, names in enumerate(LAYERS) for name in names}

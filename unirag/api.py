@@ -11,9 +11,18 @@
 
 Why one object per workspace: the model clients, the response cache and the
 indices a query loads are built once and shared by every later call (and by
-concurrent ones: indices are read-only once loaded). The CLI commands call the
-same code (``UniRAG.attach`` around what a command opened), so the API and the
-CLI cannot drift apart.
+concurrent ones: indices are read-only once loaded).
+
+One door for every caller. Each CLI command that reads or writes a workspace
+(``index`` with its estimate and ``--dry-run``, ``delete``, ``documents``,
+``stats``, ``query``, ``export``) calls a method of a ``UniRAG`` (``UniRAG.attach``
+around the workspace, settings and model stack the command opened); the
+server's routes and the MCP tools call the same methods (its graph pages
+read the built graph views of ``rag.workspace``, never writing). What an index request
+may ask for is checked in one place (:func:`unirag.pipeline.plan_index`), so
+every door refuses the same mistakes with the same line. The CLI keeps only
+what is its own: progress bars, the "go on?" question before paid calls,
+printing, exit codes.
 
 Sync and async. ``index``/``query``/``stream``/``delete`` have async twins
 (``aindex``, ``aquery``, ``astream``, ``adelete``) that never block the event
@@ -51,13 +60,14 @@ if TYPE_CHECKING:
     from unirag.config import Settings
     from unirag.generate.plan import AnswerPlan
     from unirag.llm.base import ChatModel, EmbeddingModel, UsageLedger
+    from unirag.artifacts.cost import CostEstimate
     from unirag.llm.factory import AsyncChatStack, ModelStack
     from unirag.methods.runner import MethodRunner, QueryResult
     from unirag.methods.spec import MethodSpec
     from unirag.operators.context import QueryState
-    from unirag.pipeline import DeleteReport, IndexReport
+    from unirag.pipeline import DeleteReport, IndexPlan, IndexReport
     from unirag.progress import Progress
-    from unirag.text.types import Document
+    from unirag.text.types import Chunk, Document
     from unirag.workspace import Workspace
 
 
@@ -77,50 +87,6 @@ def resolve_settings(root: Path | None, settings: Settings | None, overrides: Ma
     return override_settings(settings, dotted)
 
 
-@dataclass(frozen=True)
-class IndexPlan:
-    """What an ``index`` call asks for, checked before anything is written."""
-
-    sources: list[str]
-    graphs: list[str] | None  # None: the settings' ``graph.graphs``
-    artifacts: list[str]
-
-
-def plan_index(
-    sources: str | Path | Sequence[str | Path] | None,
-    *,
-    fmt: str = "auto",
-    graphs: str | Sequence[str] | None = None,
-    indices: str | Sequence[str] | None = None,
-    method: str | None = None,
-) -> IndexPlan:
-    """Check an index request: the format is known, every source exists, graph, index and
-    method names resolve. One-line errors, and nothing is written, on any mistake."""
-    from unirag.errors import UniragError
-    from unirag.graph.graph_build import parse_graph_list
-    from unirag.artifacts.registry import resolve_names
-    from unirag.text.loaders import FORMATS
-
-    if fmt not in FORMATS:
-        raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
-    wanted_graphs = parse_graph_list(_comma_list(graphs)) if graphs is not None else None
-    names = [n.strip() for n in _comma_list(indices).split(",") if n.strip()]
-    artifacts = resolve_names(names) if names else []
-    paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources or []]
-    missing = [str(s) for s in paths if not s.exists()]
-    if missing:
-        raise SourceError(f"{missing[0]}: no such file or directory")
-    if method:
-        from unirag.methods.spec import resolve_method
-
-        artifacts += resolve_method(method).requires()
-    return IndexPlan([str(s) for s in paths], wanted_graphs, artifacts)
-
-
-def _comma_list(names: str | Sequence[str] | None) -> str:
-    return names if isinstance(names, str) else ",".join(names or [])
-
-
 def as_document(item: Document | Mapping[str, Any]) -> Document:
     """A :class:`~unirag.text.types.Document`, or a record ``{"text", "title"?, "id"?, "source"?}``
     (the shape of a JSONL line); a record's ``id`` is its key, as in a JSONL file."""
@@ -132,40 +98,6 @@ def as_document(item: Document | Mapping[str, Any]) -> Document:
         raise SourceError(f"a document must be a Document or a mapping with a 'text' string, not {item!r:.80}")
     meta = {"key": str(item["id"])} if item.get("id") is not None else {}
     return Document(str(item.get("title") or ""), item["text"], str(item.get("source") or ""), meta=meta)
-
-
-def workspace_stats(workspace: Workspace) -> dict[str, Any]:
-    """Counts of documents and chunks, graphs, communities per level, artifacts, usage per stage,
-    the last paid index run's estimate and actual usage (what ``unirag stats --json`` prints)."""
-    from unirag.graph.graph_store import GraphStore
-
-    store = GraphStore(workspace)
-    manifest = workspace.manifest.entries()
-    usage = workspace.usage.by_stage()
-    extractor = manifest.get("graph", {}).get("config", {}).get("extractor", "")
-    extracted = len(store.extracted_chunk_ids(extractor)) if extractor else 0
-    extract_usage = usage.get("build.extract")
-    return {
-        "workspace": str(workspace.root),
-        **workspace.corpus.counts(),
-        "graphs": store.type_counts(),
-        "extractor": extractor,
-        "extraction_failures": dict(store.extraction_failures(extractor)) if extractor else {},
-        "extract_prompt_tokens_per_chunk": (
-            round(extract_usage.prompt_tokens / extracted, 1) if extract_usage and extracted else None
-        ),
-        "communities": {
-            name.split(":", 1)[1]: {"level_order": entry.get("level_order"), "levels": entry.get("levels", {}),
-                                    "update": entry.get("update")}
-            for name, entry in manifest.items() if name.startswith("communities:")
-        },
-        "artifacts": manifest,
-        "corpus_version": workspace.corpus.version(),
-        "stale_artifacts": workspace.manifest.stale_artifacts(),
-        "cache": workspace.cache().counts(),
-        "usage_by_stage": {stage: u.to_json() for stage, u in sorted(usage.items())},
-        "last_index_cost": workspace.usage.last_index_cost(),  # the estimate before a paid run, and its actual usage
-    }
 
 
 @dataclass
@@ -214,14 +146,17 @@ class UniRAG:
         self.stale_while_writing = stale_while_writing
 
     @classmethod
-    def attach(cls, workspace: Workspace, settings: Settings, stack: ModelStack,
-               progress: Progress | None = None, note: Callable[[str], None] | None = None) -> UniRAG:
+    def attach(cls, workspace: Workspace, settings: Settings, stack: ModelStack | None = None,
+               progress: Progress | None = None, note: Callable[[str], None] | None = None,
+               warn: Callable[[str], None] | None = None) -> UniRAG:
         """Around a workspace, settings and model stack the caller already has (the CLI's
-        commands); ``progress`` shows bars for long steps, ``note`` gets one-line notices
-        (a query waiting for another process's build). ``close()`` closes the workspace."""
+        commands; no stack: built on first use); ``progress`` shows bars for long steps,
+        ``note`` gets one-line notices (a query waiting for another process's build), ``warn``
+        the warnings of an index run (a file skipped) and of a damaged cache set aside.
+        ``close()`` closes the workspace."""
         rag = cls.__new__(cls)
         rag._setup(workspace, settings, stack, None, None, progress)
-        rag.note = note
+        rag.note, rag.warn = note, warn
         return rag
 
     def _setup(self, workspace: Workspace, settings: Settings, stack: ModelStack | None,
@@ -233,6 +168,7 @@ class UniRAG:
         self.settings = settings
         self.progress = progress or Progress(enabled=False)
         self.note: Callable[[str], None] | None = None
+        self.warn: Callable[[str], None] | None = None
         self._stack = stack
         self._backends = (chat_backend, embedding_backend)
         self.stale_while_writing = False
@@ -288,6 +224,68 @@ class UniRAG:
 
     # -- corpus ----------------------------------------------------------------------------------
 
+    @staticmethod
+    def plan(
+        sources: str | Path | Sequence[str | Path] | None = None,
+        *,
+        graphs: str | Sequence[str] | None = None,
+        indices: str | Sequence[str] | None = None,
+        method: str | None = None,
+        fmt: str = "auto",
+    ) -> IndexPlan:
+        """Check an :meth:`index` request without a workspace: the format is known, every
+        source exists, graph, index and method names resolve (one line on a mistake). A
+        caller that creates the workspace (the CLI) checks first, so a typo creates nothing."""
+        from unirag.pipeline import plan_index
+
+        return plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+
+    def estimate(
+        self,
+        sources: str | Path | Sequence[str | Path] | None = None,
+        *,
+        graphs: str | Sequence[str] | None = None,
+        indices: str | Sequence[str] | None = None,
+        method: str | None = None,
+        fmt: str = "auto",
+        rebuild: bool = False,
+    ) -> CostEstimate | None:
+        """The LLM calls and prompt tokens :meth:`index` with the same arguments would spend on a
+        paid chat endpoint, from the sources chunked in memory: no model call, nothing written.
+        None when indexing calls no paid model (the embedded model, the zero-LLM path)."""
+        return _estimate(self.workspace, self.settings, self._estimate_chat(), sources, graphs=graphs,
+                         indices=indices, method=method, fmt=fmt, rebuild=rebuild)
+
+    @classmethod
+    def dry_run(
+        cls,
+        workspace: str | Path,
+        sources: str | Path | Sequence[str | Path] | None = None,
+        *,
+        settings: Settings | None = None,
+        **options: Any,
+    ) -> CostEstimate | None:
+        """:meth:`estimate` for a workspace that need not exist yet (``unirag index --dry-run``):
+        nothing is created, not even its directory. ``options`` as :meth:`estimate`'s."""
+        from unirag.llm.factory import backend_chat
+        from unirag.workspace import Workspace
+
+        root = Path(workspace)
+        resolved = resolve_settings(root, settings, {})
+        if not Workspace.exists(root, resolved.store):
+            return _estimate(None, resolved, backend_chat(resolved), sources, **options)
+        with cls.attach(Workspace.open(root, resolved.store), resolved) as rag:
+            return rag.estimate(sources, **options)
+
+    def _estimate_chat(self) -> ChatModel:
+        """The chat model an estimate names and counts prompts for. It makes no call, so it never
+        builds the model stack (which opens the cache: a dry run writes nothing)."""
+        from unirag.llm.factory import backend_chat
+
+        if self._stack is not None:
+            return self._stack.chat
+        return self._backends[0] or backend_chat(self.settings)
+
     def index(
         self,
         sources: str | Path | Sequence[str | Path] | None = None,
@@ -299,6 +297,7 @@ class UniRAG:
         fmt: str = "auto",
         sync: bool = False,
         rebuild: bool = False,
+        estimate: CostEstimate | None = None,
     ) -> IndexReport:
         """Add files or directories (``sources``) and/or in-memory ``documents`` (Document objects
         or ``{"text", "title"?, "id"?}`` records), then build the chunk indices, the ``graphs``
@@ -306,16 +305,18 @@ class UniRAG:
         aliases: ``"graphrag"``, ``["entity_vectors"]``, ``"all"``) and what ``method`` needs.
         With neither sources nor documents, builds on the stored corpus. As ``unirag index``:
         resumable, unchanged input is a no-op, ``sync`` deletes documents of vanished files,
-        ``rebuild`` re-chunks from scratch. Returns the report (``.to_json()`` as ``--json``)."""
-        from unirag.pipeline import run_index
+        ``rebuild`` re-chunks from scratch. ``estimate`` (from :meth:`estimate`, shown before the
+        run) is stored with the run's actual usage (``stats()["last_index_cost"]``). Returns the
+        report (``.to_json()`` as ``--json``)."""
+        from unirag.pipeline import plan_index, run_index
 
         plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
         docs = [as_document(item) for item in documents] if documents is not None else None
         with self._lock:
             try:
                 return run_index(self.workspace, plan.sources, self.settings, self.stack, fmt, self.progress,
-                                 rebuild=rebuild, graphs=plan.graphs, artifacts=plan.artifacts, documents=docs,
-                                 sync=sync)
+                                 warn=self.warn, rebuild=rebuild, graphs=plan.graphs, artifacts=plan.artifacts,
+                                 documents=docs, sync=sync, estimate=estimate)
             finally:
                 self._runner = None  # the next query loads the new artifacts
 
@@ -335,6 +336,10 @@ class UniRAG:
         """Every stored document, in the order added."""
         return [DocumentInfo.from_row(row) for row in self.workspace.corpus.documents()]
 
+    def chunk(self, chunk_id: str) -> Chunk | None:
+        """One stored passage by id (what a context item's source opens), or None."""
+        return self.workspace.corpus.get_chunks([chunk_id]).get(chunk_id)
+
     def methods(self) -> list[MethodInfo]:
         """Every shipped method (a spec file path works too wherever a method is named)."""
         from unirag.methods.spec import builtin_methods
@@ -342,7 +347,11 @@ class UniRAG:
         return [MethodInfo.from_spec(spec) for spec in builtin_methods().values()]
 
     def stats(self) -> dict[str, Any]:
-        """What ``unirag stats --json`` prints: counts, graphs, communities, artifacts, usage."""
+        """What ``unirag stats --json`` prints: counts, graphs, communities, artifacts, usage
+        (a damaged cache file is set aside, said through ``warn``)."""
+        from unirag.stats import workspace_stats
+
+        self.workspace.cache(self.warn)
         return workspace_stats(self.workspace)
 
     def export(self, graph: str, format: str = "graphml", out: str | Path | None = None) -> Path:
@@ -515,6 +524,17 @@ class UniRAG:
                 else:
                     self._async = (loop, build_async_chat(self.settings, self.workspace.cache(), backend))
             return self._async[1]
+
+
+def _estimate(workspace: Workspace | None, settings: Settings, chat: ChatModel,
+              sources: str | Path | Sequence[str | Path] | None, *, graphs: str | Sequence[str] | None = None,
+              indices: str | Sequence[str] | None = None, method: str | None = None, fmt: str = "auto",
+              rebuild: bool = False) -> CostEstimate | None:
+    """The estimate of an index request on ``workspace`` (None: one not created yet)."""
+    from unirag.pipeline import estimate_plan, plan_index
+
+    plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+    return estimate_plan(workspace, plan, settings, chat, fmt, rebuild)
 
 
 def _last(events: Iterable[QueryEvent]) -> QueryResult:

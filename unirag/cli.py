@@ -190,6 +190,29 @@ def _stack(settings: Any, workspace: Any) -> Any:
     return build_stack(settings, workspace.cache(_warn), on_retry=_err)
 
 
+def _attached(ws: Any, settings: Any, progress: Any = None, note: Callable[[str], None] | None = None) -> Any:
+    """The command's :class:`~unirag.api.UniRAG` around the workspace it opened, with the CLI's
+    model stack (cache warnings and retry lines on stderr), progress, notices and warnings.
+    Closing it closes the workspace; so does a failure to build the stack."""
+    from unirag.api import UniRAG
+
+    try:
+        return UniRAG.attach(ws, settings, _stack(settings, ws), progress, note=note, warn=_warn)
+    except BaseException:
+        ws.close()
+        raise
+
+
+def _opened(workspace: Path, settings: Any = None) -> Any:
+    """A :class:`~unirag.api.UniRAG` over an existing workspace for a command that calls no
+    model (its stack is never built): the command's settings, else the workspace's own."""
+    from unirag.api import UniRAG, resolve_settings
+    from unirag.workspace import Workspace
+
+    settings = settings if settings is not None else resolve_settings(workspace, None, {})
+    return UniRAG.attach(Workspace.open(workspace, settings.store), settings, warn=_warn)
+
+
 def _show_progress(quiet: bool) -> Any:
     """Bars on an interactive stderr; logs and pipes get a plain line every few seconds of a long step."""
     from unirag.progress import Progress
@@ -291,15 +314,11 @@ def index(
 
     With a remote chat endpoint, first prints an estimate of the LLM calls and prompt
     tokens and, on a terminal, asks before going on (--yes: never asks)."""
-    from unirag.api import plan_index
-    from unirag.pipeline import charges_for_calls, estimate_index, run_index
+    from unirag.api import UniRAG
     from unirag.workspace import Workspace
 
-    if extractor not in (None, "llm", "nlp", "auto"):
-        raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
-    if executor not in (None, "local", "ray"):
-        raise UniragError(f"unknown executor '{executor}' (known: local, ray)")
-    plan = plan_index(sources, fmt=fmt, graphs=graph, indices=build, method=None)
+    request = {"graphs": graph, "indices": build, "method": method, "fmt": fmt}
+    UniRAG.plan(sources, **request)  # a mistake is one line before anything is created
     settings = _settings(
         workspace,
         log=not dry_run,
@@ -317,32 +336,20 @@ def index(
         chat__model=chat_model,
         store=store,
     )
-    artifacts = list(plan.artifacts)
-    if method:
-        from unirag.methods.spec import resolve_method
-
-        artifacts += resolve_method(method).requires()
     if not sources and not Workspace.exists(workspace, settings.store):
         raise SourceError(f"{workspace} has no corpus yet: give the files or directories to index")
     if dry_run:
-        _print_dry_run(workspace, plan, settings, fmt, rebuild, artifacts, as_json)
+        estimate = UniRAG.dry_run(workspace, sources, settings=settings, rebuild=rebuild, **request)
+        _print_dry_run(estimate, settings, as_json)
         return
     ws = Workspace.init(workspace, store=settings.store)  # only once sources and settings are known to be valid
     _remember_store(workspace, store)
     _start_log(workspace)
-    try:
-        stack = _stack(settings, ws)
-        estimate = None
-        if charges_for_calls(settings):
-            estimate = estimate_index(ws, plan.sources, settings, stack.chat, fmt, rebuild, plan.graphs, artifacts)
+    with _attached(ws, settings, _show_progress(quiet)) as rag:
+        estimate = rag.estimate(sources, rebuild=rebuild, **request)
+        if estimate is not None:
             _confirm_cost(estimate, yes)
-        report = run_index(
-            ws, plan.sources, settings, stack, fmt,
-            _show_progress(quiet), warn=_warn, rebuild=rebuild, graphs=plan.graphs,
-            artifacts=artifacts, sync=sync, estimate=estimate,
-        )
-    finally:
-        ws.close()
+        report = rag.index(sources, rebuild=rebuild, sync=sync, estimate=estimate, **request)
     _warn_cut_replies(report.ledger, settings.chat.embedded_time_limit)
     data = {**report.to_json(), "chat_model": settings.chat.describe()}
     if as_json:
@@ -378,26 +385,13 @@ def _confirm_cost(estimate: Any, yes: bool) -> None:
         raise typer.Exit(1)
 
 
-def _print_dry_run(workspace: Path, plan: Any, settings: Any, fmt: str, rebuild: bool, artifacts: list[str],
-                   as_json: bool) -> None:
-    """``index --dry-run``: the estimate on stdout, and nothing written to the workspace."""
-    from unirag.pipeline import charges_for_calls, estimate_index
-    from unirag.workspace import Workspace
-
-    if not charges_for_calls(settings):
+def _print_dry_run(estimate: Any, settings: Any, as_json: bool) -> None:
+    """``index --dry-run``: the estimate (None: no paid calls) on stdout."""
+    if estimate is None:
         data: dict[str, Any] = {"estimate": None, "chat_model": settings.chat.describe()}
         message = (f"no paid model calls: indexing uses {settings.chat.describe()} (free), nothing to estimate; "
                    "nothing was changed")
     else:
-        from unirag.llm.factory import backend_chat
-
-        ws = Workspace.open(workspace, settings.store) if Workspace.exists(workspace, settings.store) else None
-        try:
-            estimate = estimate_index(ws, plan.sources, settings, backend_chat(settings), fmt, rebuild,
-                                      plan.graphs, artifacts)
-        finally:
-            if ws is not None:
-                ws.close()
         data = {"estimate": estimate.to_json(), "chat_model": settings.chat.describe()}
         message = f"{estimate.line()}; dry run: nothing was changed"
     print(json.dumps(data, indent=2) if as_json else message)
@@ -432,7 +426,6 @@ def query(
 
     Artifacts the method needs that are missing, or built on an older corpus, are
     brought up to date first (and said so); ``--no-build`` refuses instead."""
-    from unirag.api import UniRAG
     from unirag.methods.spec import resolve_method
     from unirag.workspace import Workspace
 
@@ -441,15 +434,11 @@ def query(
         chat__max_tokens=max_tokens, method=method, store=store,
     )
     spec = resolve_method(settings.method)
-    ws = Workspace.open(workspace, settings.store)
-    try:
-        rag = UniRAG.attach(ws, settings, _stack(settings, ws), _show_progress(as_json), note=_err)
+    with _attached(Workspace.open(workspace, settings.store), settings, _show_progress(as_json), note=_err) as rag:
         if stream and not retrieve_only:
             result = _print_stream(rag.stream(question, spec, build=not no_build), spec.title, as_json)
         else:
             result = rag.query(question, spec, retrieve_only=retrieve_only, build=not no_build)
-    finally:
-        ws.close()
     if result.refreshed and result.refresh_ledger is not None:
         total = result.refresh_ledger.total()
         _err(f"brought what {spec.name} needs up to date first: "
@@ -518,14 +507,8 @@ def _print_answer(result: Any, title: str, settings: Any, retrieve_only: bool, a
 @_handle_errors
 def documents(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """List the workspace's documents: id, chunks, when added, and where each came from."""
-    from unirag.api_types import DocumentInfo
-    from unirag.workspace import Workspace
-
-    ws = Workspace.open(workspace)
-    try:
-        docs = [DocumentInfo.from_row(row) for row in ws.corpus.documents()]
-    finally:
-        ws.close()
+    with _opened(workspace) as rag:
+        docs = rag.documents()
     if as_json:
         print(json.dumps([doc.to_json() for doc in docs], ensure_ascii=False, indent=2))
         return
@@ -551,15 +534,11 @@ def delete(
 ) -> None:
     """Delete documents with their chunks and everything derived only from them, then
     refresh every built graph, index and hierarchy (unchanged summaries come from the cache)."""
-    from unirag.pipeline import run_delete
     from unirag.workspace import Workspace
 
     settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)
-    ws = Workspace.open(workspace)
-    try:
-        report = run_delete(ws, targets, settings, _stack(settings, ws), _show_progress(quiet))
-    finally:
-        ws.close()
+    with _attached(Workspace.open(workspace, settings.store), settings, _show_progress(quiet)) as rag:
+        report = rag.delete(targets)
     data = report.to_json()
     if as_json:
         print(json.dumps(data, indent=2))
@@ -642,16 +621,9 @@ def migrate(
 @_handle_errors
 def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
     """Counts of documents and chunks, graphs, communities per level, artifacts, and usage per stage."""
-    from unirag.api import workspace_stats
-    from unirag.workspace import Workspace
-
-    ws = Workspace.open(workspace)
     settings = _settings(workspace)
-    try:
-        ws.cache(_warn)  # a damaged cache file is set aside with a warning line
-        data = {**workspace_stats(ws), "workspace": str(workspace), "chat_model": settings.chat.describe()}
-    finally:
-        ws.close()
+    with _opened(workspace, settings) as rag:  # a damaged cache file is set aside with a warning line
+        data = {**rag.stats(), "workspace": str(workspace), "chat_model": settings.chat.describe()}
     if as_json:
         print(json.dumps(data, indent=2))
         return
@@ -867,14 +839,8 @@ def export(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="output file (graphml) or directory (parquet)")] = None,
 ) -> None:
     """Write one graph type as GraphML (networkx-readable) or Parquet node/edge tables."""
-    from unirag.graph.export import export_graph
-    from unirag.workspace import Workspace
-
-    ws = Workspace.open(workspace)
-    try:
-        path = export_graph(ws, graph, fmt, out)
-    finally:
-        ws.close()
+    with _opened(workspace) as rag:
+        path = rag.export(graph, fmt, out)
     print(f"wrote {path}")
 
 

@@ -169,6 +169,59 @@ def estimate_index(
                                incoming, rebuild)
 
 
+@dataclass(frozen=True)
+class IndexPlan:
+    """What an ``index`` call asks for, checked before anything is written."""
+
+    sources: list[str]
+    graphs: list[str] | None  # None: the settings' ``graph.graphs``
+    artifacts: list[str]
+
+
+def plan_index(
+    sources: str | Path | Sequence[str | Path] | None,
+    *,
+    fmt: str = "auto",
+    graphs: str | Sequence[str] | None = None,
+    indices: str | Sequence[str] | None = None,
+    method: str | None = None,
+) -> IndexPlan:
+    """Check an index request: the format is known, every source exists, graph, index and
+    method names resolve. One-line errors, and nothing is written, on any mistake."""
+    from unirag.errors import UniragError
+    from unirag.graph.graph_build import parse_graph_list
+    from unirag.artifacts.registry import resolve_names
+    from unirag.text.loaders import FORMATS
+
+    if fmt not in FORMATS:
+        raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
+    wanted_graphs = parse_graph_list(_comma_list(graphs)) if graphs is not None else None
+    names = [n.strip() for n in _comma_list(indices).split(",") if n.strip()]
+    artifacts = resolve_names(names) if names else []
+    paths = [Path(sources)] if isinstance(sources, (str, Path)) else [Path(s) for s in sources or []]
+    missing = [str(s) for s in paths if not s.exists()]
+    if missing:
+        raise SourceError(f"{missing[0]}: no such file or directory")
+    if method:
+        from unirag.methods.spec import resolve_method
+
+        artifacts += resolve_method(method).requires()
+    return IndexPlan([str(s) for s in paths], wanted_graphs, artifacts)
+
+
+def _comma_list(names: str | Sequence[str] | None) -> str:
+    return names if isinstance(names, str) else ",".join(names or [])
+
+
+def estimate_plan(workspace: Workspace | None, plan: IndexPlan, settings: Settings, chat: ChatModel,
+                  fmt: str = "auto", rebuild: bool = False) -> CostEstimate | None:
+    """What the index run ``plan`` asks would spend, said before it calls a paid model; None when
+    it calls none (:func:`charges_for_calls`). ``workspace`` None: one not created yet."""
+    if not charges_for_calls(settings):
+        return None
+    return estimate_index(workspace, plan.sources, settings, chat, fmt, rebuild, plan.graphs, plan.artifacts)
+
+
 @dataclass
 class DeleteReport:
     documents_removed: int

@@ -138,7 +138,7 @@ async def stats(state: State) -> dict[str, Any]:
 
 @router.get("/chunks/{chunk_id}", summary="A passage's text and title (to open a source)")
 async def get_chunk(chunk_id: str, state: State) -> dict[str, Any]:
-    found = (await asyncio.to_thread(state.rag.workspace.corpus.get_chunks, [chunk_id])).get(chunk_id)
+    found = await asyncio.to_thread(state.rag.chunk, chunk_id)
     if found is None:
         raise ApiError(404, f"no chunk '{chunk_id}'", "not_found")
     return {"id": found.id, "document": found.doc_id, "index": found.index, "title": found.title,

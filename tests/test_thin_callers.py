@@ -1,0 +1,73 @@
+"""Issue 30 §5: the CLI, the server and the MCP tools are thin callers of ``UniRAG``.
+
+A door that calls the pipeline itself skips what the API adds around it (the
+per-object writer lock, dropping the loaded indices after a write) and checks
+requests its own way; these tests hold every door to the API, and check the API
+methods the CLI needed to get there (the estimate and the dry run).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from fakes import HashEmbedder, ScriptedChat, make_settings, small_corpus
+
+from unirag import UniRAG
+from unirag.errors import ConfigError, SourceError
+
+PACKAGE = Path(__file__).resolve().parents[1] / "unirag"
+#: The entry points: each reaches a workspace through ``unirag.api`` only.
+DOORS = [PACKAGE / "cli.py", *sorted((PACKAGE / "server").glob("*.py"))]
+#: What lies under the API: a door importing it calls around the API.
+UNDER_THE_API = ("unirag.pipeline", "unirag.stats")
+PAID = {"chat__base_url": "http://127.0.0.1:9/v1", "chat__model": "paid-model"}  # nothing listens: no call may go out
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at module level or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("door", DOORS, ids=lambda path: path.relative_to(PACKAGE).as_posix())
+def test_no_door_calls_the_pipeline_itself(door: Path) -> None:
+    used = sorted(name for name in imported_modules(door) if name.startswith(UNDER_THE_API))
+    assert not used, f"{door.name} imports {used}: call the UniRAG method instead"
+
+
+def test_estimate_is_none_for_free_models_and_counts_paid_calls(tmp_path: Path) -> None:
+    corpus = small_corpus(tmp_path)
+    with UniRAG(tmp_path / "free", settings=make_settings(), chat_backend=ScriptedChat(),
+                embedding_backend=HashEmbedder()) as rag:
+        assert rag.estimate(corpus, graphs="kg") is None  # the embedded model costs nothing
+    with UniRAG(tmp_path / "paid", settings=make_settings(**PAID), chat_backend=ScriptedChat(),
+                embedding_backend=HashEmbedder()) as rag:
+        estimate = rag.estimate(corpus, graphs="kg")
+        assert estimate is not None and estimate.calls > 0
+        assert rag.documents() == []  # an estimate indexes nothing
+
+
+def test_dry_run_of_a_workspace_never_made_creates_nothing(tmp_path: Path) -> None:
+    corpus, fresh = small_corpus(tmp_path), tmp_path / "never-made"
+    estimate = UniRAG.dry_run(fresh, corpus, settings=make_settings(**PAID), graphs="kg")
+    assert estimate is not None and estimate.calls > 0
+    assert not fresh.exists()
+
+
+def test_plan_refuses_a_request_before_anything_exists(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        UniRAG.plan(tmp_path / "missing.txt")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_bad_extractor_is_the_settings_one_line_for_every_door(tmp_path: Path) -> None:
+    """The CLI checked ``--extractor`` by hand; now the settings check it, for the API too."""
+    with pytest.raises(ConfigError, match="graph.extractor"):
+        UniRAG(tmp_path / "ws", **{"graph.extractor": "nope"})
