@@ -124,7 +124,7 @@ def test_extras_split_what_the_core_does_not_need() -> None:
     assert any("embedded" in item and "eval" in item and "server" in item and "postgres" in item
                for item in extras["all"])
     assert extras["ray"] == ["ray==2.60.0"] and not any("ray" in item for item in extras["all"])
-    assert '".[all,dev,ray]"' in (ROOT / "scripts" / "setup.sh").read_text()
+    assert '".[all,dev,ray,docs]"' in (ROOT / "scripts" / "setup.sh").read_text()
 
 
 def test_version_is_the_package_metadata() -> None:
