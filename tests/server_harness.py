@@ -12,6 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from fakes import HashEmbedder, ScriptedChat
 
@@ -59,3 +62,15 @@ def running_server(rag: UniRAG, settings: ServerSettings | None = None, log_path
             for logger in loggers:
                 logger.removeHandler(handler)
             handler.close()
+
+
+def wait_for_job(client: httpx.Client, job_id: str, within: float = 120.0) -> dict[str, Any]:
+    """The job once done or failed: its state is polled until ``within`` seconds have passed
+    (a generous bound, so a loaded machine does not fail a test)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        job = client.get(f"/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            return job
+        time.sleep(0.05)
+    raise AssertionError("the job did not finish")

@@ -67,19 +67,6 @@ def test_api_takes_records_and_questions_with_lone_surrogates(tmp_path: Path) ->
         assert rag.query(f"What is the quokka{SURROGATE}?", "vanilla").answer
 
 
-def _wait_for_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
-    """The job once done or failed (its state is polled, never timed)."""
-    import time
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        job = client.get(f"/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.05)
-    raise AssertionError("the job did not finish")
-
-
 def _json_body(body: Any) -> dict[str, Any]:
     """A request body as a JSON client sends it: ASCII, the surrogate as a ``\\ud800`` escape."""
     return {"content": json.dumps(body).encode("ascii"), "headers": {"content-type": "application/json"}}
@@ -87,18 +74,18 @@ def _json_body(body: Any) -> dict[str, Any]:
 
 def test_http_upload_and_questions_with_lone_surrogates(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
-    from server_harness import running_server, scripted_rag
+    from server_harness import running_server, scripted_rag, wait_for_job
 
     scraped = json.dumps({"title": "Quokka", "text": f"The quokka {SURROGATE} lives on Rottnest Island."})
     with scripted_rag(tmp_path / "ws") as rag, running_server(rag) as url, \
             httpx.Client(base_url=url, timeout=60) as client:
         upload = client.post("/documents", files={"files": ("scraped.jsonl", scraped.encode("ascii"), "text/plain")})
         assert upload.status_code == 202, upload.text
-        job = _wait_for_job(client, upload.json()["job"]["id"])
+        job = wait_for_job(client, upload.json()["job"]["id"])
         assert job["state"] == "done" and job["report"]["documents_added"] == 1, job
         kiwi = [{"title": f"Kiwi {SURROGATE}", "text": f"The kiwi {SURROGATE} lives in New Zealand."}]
         records = client.post("/documents", **_json_body(kiwi))
-        assert _wait_for_job(client, records.json()["job"]["id"])["state"] == "done"
+        assert wait_for_job(client, records.json()["job"]["id"])["state"] == "done"
         question = f"Where does the quokka {SURROGATE} live?"
         chat = client.post("/v1/chat/completions", **_json_body(
             {"model": "vanilla", "messages": [{"role": "user", "content": question}]}))
@@ -171,7 +158,7 @@ def test_cli_index_of_only_deep_json_is_one_error_line(tmp_path: Path, fakes: di
 
 def test_http_deep_json_is_400(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
-    from server_harness import running_server, scripted_rag
+    from server_harness import running_server, scripted_rag, wait_for_job
 
     deep = _deep(100_000).encode()
     with scripted_rag(tmp_path / "ws") as rag, running_server(rag) as url, \
@@ -309,7 +296,7 @@ def test_a_file_title_is_no_content_but_a_written_title_is(tmp_path: Path) -> No
 
 def test_http_delete_by_source_keeps_text_another_source_holds(tmp_path: Path) -> None:
     pytest.importorskip("fastapi")
-    from server_harness import running_server, scripted_rag
+    from server_harness import running_server, scripted_rag, wait_for_job
 
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text("The okapi lives in the Congo.")
@@ -319,6 +306,6 @@ def test_http_delete_by_source_keeps_text_another_source_holds(tmp_path: Path) -
             source = str((tmp_path / "a.txt").resolve())
             removed = client.delete(f"/documents/{source}")
             assert removed.status_code == 202, removed.text
-            assert _wait_for_job(client, removed.json()["job"]["id"])["report"]["documents_removed"] == 0
+            assert wait_for_job(client, removed.json()["job"]["id"])["report"]["documents_removed"] == 0
             [doc] = client.get("/documents").json()
             assert doc["sources"] == [str((tmp_path / "b.txt").resolve())]

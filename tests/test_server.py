@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes import N_DOCUMENTS, small_corpus
-from server_harness import running_server, scripted_rag
+from server_harness import running_server, scripted_rag, wait_for_job
 
 from unirag.server.settings import ServerSettings
 
@@ -65,14 +65,6 @@ def sse_events(text: str) -> list[tuple[str | None, str]]:
     return events
 
 
-def wait_for_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        job = client.get(f"/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.05)
-    raise AssertionError("the job did not finish")
 
 
 # -- query ------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes import N_DOCUMENTS, small_corpus
-from server_harness import running_server, scripted_rag
+from server_harness import running_server, scripted_rag, wait_for_job
 from typer.testing import CliRunner
 
 from unirag.errors import ConfigError
@@ -56,14 +56,6 @@ def refused(response: httpx.Response, status: int, contains: str) -> None:
     assert contains in message and "\n" not in message
 
 
-def wait_for_job(client: httpx.Client, job_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        job = client.get(f"/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            return job
-        time.sleep(0.05)
-    raise AssertionError("the job did not finish")
 
 
 # -- item 3: CSRF, DNS rebinding, exposure ------------------------------------------------------------------
