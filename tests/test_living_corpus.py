@@ -141,7 +141,7 @@ def test_a_killed_delete_is_finished_by_the_next_run(tmp_path: Path, alone: dict
     _index(ws, [a])
     _index(ws, [b])
 
-    def killed(*args: Any) -> None:
+    def killed(*args: Any, **kwargs: Any) -> None:
         raise _Killed
 
     with monkeypatch.context() as faults:
@@ -175,7 +175,7 @@ def test_cli_rerun_of_a_killed_delete_says_it_finished(tmp_path: Path, monkeypat
     runner = CliRunner()
     assert runner.invoke(app, ["index", str(a), str(b), "-w", str(root), "-q", "--graph", "kg"]).exit_code == 0
     with monkeypatch.context() as faults:
-        faults.setattr(pipeline, "ensure_artifacts", lambda *args: (_ for _ in ()).throw(_Killed()))
+        faults.setattr(pipeline, "ensure_artifacts", lambda *args, **kwargs: (_ for _ in ()).throw(_Killed()))
         killed = runner.invoke(app, ["delete", str(b), "-w", str(root), "-q"])
     assert killed.exit_code != 0 and "interrupted" in killed.stderr
     result = runner.invoke(app, ["delete", str(b), "-w", str(root), "-q"])
