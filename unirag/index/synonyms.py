@@ -27,17 +27,10 @@ import numpy as np
 
 from unirag.config import config_hash
 from unirag.index.synonym_search import (
-    NeighbourLists,
-    StoredSynonyms,
-    SynonymConfig,
-    SynonymEdges,
-    edges_from,
-    entity_digests,
-    find_synonyms,
-    full_neighbour_lists,
-    update_neighbour_lists,
-    usable_names,
+    NeighbourLists, StoredSynonyms, SynonymConfig, SynonymEdges, edges_from, entity_digests, find_synonyms,
+    full_neighbour_lists, update_neighbour_lists, usable_names,
 )
+from unirag.index.vector_artifacts import load_vectors, open_vector_index
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
 
@@ -79,8 +72,6 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
     """Build the artifact from ``entity_name_vectors`` (``inputs``: its fingerprint; ``load_graph``
     gives the merged graph's entity names, read only when a build is due); False when current.
     A whole previous build is updated (only new, changed and affected entities searched)."""
-    from unirag.index.vector_artifacts import load_vectors, open_vector_index
-
     config = config or SynonymConfig()
     fingerprint = config_hash({"needs": inputs, "config": asdict(config)})
     path = synonym_path(workspace)
