@@ -15,10 +15,12 @@ concurrent ones: indices are read-only once loaded).
 
 One door for every caller. Each CLI command that reads or writes a workspace
 (``index`` with its estimate and ``--dry-run``, ``delete``, ``documents``,
-``stats``, ``query``, ``export``) calls a method of a ``UniRAG`` (``UniRAG.attach``
+``stats``, ``query``, ``export``, ``eval``, ``questions``) calls a method of a ``UniRAG`` (``UniRAG.attach``
 around the workspace, settings and model stack the command opened); the
 server's routes and the MCP tools call the same methods (its graph pages
-read the built graph views of ``rag.workspace``, never writing). What an index request
+through :meth:`UniRAG.graph_view`, :meth:`UniRAG.communities` and
+:meth:`UniRAG.artifact_problems`, never writing); no door reads ``rag.workspace``
+(``tests/test_thin_callers.py``). What an index request
 may ask for is checked in one place (:func:`unirag.pipeline.plan_index`), so
 every door refuses the same mistakes with the same line. The CLI keeps only
 what is its own: progress bars, the "go on?" question before paid calls,
