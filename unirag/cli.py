@@ -1,6 +1,10 @@
 """Command-line interface (typer): init, index, query, methods, stats, eval, questions, export, serve, mcp.
 
-Heavy modules are imported inside commands so ``unirag --help`` stays instant.
+The package's light modules (errors, progress, store locations, the API's event
+types: standard library only) are imported at the top; every other ``unirag``
+module is imported inside the command that needs it, the one place in the
+package that defers its own imports: together they load pydantic, numpy and
+YAML and would make ``unirag --help`` several times slower.
 Every :class:`UniragError` becomes one line on stderr and a non-zero exit.
 """
 
@@ -17,7 +21,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from unirag.api_types import QueryDone
 from unirag.errors import SourceError, UniragError
+from unirag.progress import Progress
+from unirag.store.location import PASSWORD_ENV, STORE_FILE, without_password
 
 if TYPE_CHECKING:
     from unirag.llm.base import UsageLedger
@@ -128,7 +135,6 @@ def _remember_store(workspace: Path, store: str | None) -> None:
     note says where libpq reads it from instead)."""
     from unirag.config import SETTINGS_FILE, environment, read_settings_file
     from unirag.artifacts.settings_template import settings_yaml, with_store
-    from unirag.store.location import STORE_FILE, without_password
 
     path = workspace / SETTINGS_FILE
     if not store or (workspace / STORE_FILE).exists() or read_settings_file(path, environment(workspace)).get("store"):
@@ -141,8 +147,6 @@ def _remember_store(workspace: Path, store: str | None) -> None:
 
 
 def _password_kept_out(path: Path) -> None:
-    from unirag.store.location import PASSWORD_ENV
-
     _warn(f"the store's password was not written to {path}: set {PASSWORD_ENV} (or ~/.pgpass) for the "
           "commands that use this workspace")
 
@@ -215,8 +219,6 @@ def _opened(workspace: Path, settings: Any = None) -> Any:
 
 def _show_progress(quiet: bool) -> Any:
     """Bars on an interactive stderr; logs and pipes get a plain line every few seconds of a long step."""
-    from unirag.progress import Progress
-
     return Progress(enabled=not quiet, lines=not sys.stderr.isatty())
 
 
@@ -248,8 +250,6 @@ def init(directory: Annotated[Path, typer.Argument(help="workspace directory to 
     from unirag.config import SETTINGS_FILE
     from unirag.artifacts.settings_template import settings_yaml, with_store
     from unirag.workspace import Workspace
-
-    from unirag.store.location import without_password
 
     kept, had_password = without_password(store) if store else (store, False)
     ws = Workspace.init(directory, with_store(settings_yaml(), kept), store=store)
@@ -461,8 +461,6 @@ def _print_stream(events: Iterable[Any], title: str, as_json: bool) -> Any:
     final ``Answer:`` line is not cut out of it). ``--json``: one line per event,
     ``{"event": "delta" | "done", "data": ...}`` (the server's SSE events, one to one).
     """
-    from unirag.api_types import QueryDone
-
     if not as_json:
         sys.stdout.write(f"Answer ({title}): ")
     result = None
