@@ -98,17 +98,19 @@ import numpy as np
 
 from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
 from unirag.hierarchy.communities import (
-    Community, CommunityLink, EntityGraph, HierarchyResult, bottom_up_result, level_communities,
+    Community,
+    CommunityLink,
+    EntityGraph,
+    HierarchyResult,
+    bottom_up_result,
+    level_communities,
 )
 from unirag.hierarchy.community_store import CommunityStore
 from unirag.hierarchy.jit_cache import cached_umap
-from unirag.hierarchy.layered import (
-    Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm, ProgressLabels, Summary, SummarySource,
-    build_levels,
-)
-from unirag.hierarchy.leanrag_links import (
-    LinkBasis, PreviousLinks, link_bases_name, load_link_bases, previous_link_levels, relation_hashes, save_link_bases,
-)
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
+from unirag.hierarchy.leanrag_links import (LinkBasis, PreviousLinks, link_bases_name, load_link_bases,
+                                            previous_link_levels, relation_hashes, save_link_bases)
 from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.llm.batch import complete_all

@@ -27,8 +27,16 @@ import numpy as np
 
 from unirag.config import config_hash
 from unirag.index.synonym_search import (
-    NeighbourLists, StoredSynonyms, SynonymConfig, SynonymEdges, edges_from, entity_digests, find_synonyms,
-    full_neighbour_lists, update_neighbour_lists, usable_names,
+    NeighbourLists,
+    StoredSynonyms,
+    SynonymConfig,
+    SynonymEdges,
+    edges_from,
+    entity_digests,
+    find_synonyms,
+    full_neighbour_lists,
+    update_neighbour_lists,
+    usable_names,
 )
 from unirag.index.vector_artifacts import load_vectors, open_vector_index
 from unirag.progress import Progress

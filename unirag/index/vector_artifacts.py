@@ -25,7 +25,14 @@ import numpy as np
 
 from unirag.config import config_hash
 from unirag.index.pgvector_index import PgVectorIndex, table_name
-from unirag.index.vectors import HnswIndex, RowMatch, VectorIndex, embedding_mismatch, read_ids_file, write_ids_file
+from unirag.index.vectors import (
+    HnswIndex,
+    RowMatch,
+    VectorIndex,
+    embedding_mismatch,
+    read_ids_file,
+    write_ids_file,
+)
 from unirag.llm.base import EmbeddingModel, normalise_rows
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path

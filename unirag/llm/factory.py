@@ -12,8 +12,14 @@ from unirag.llm.backends import backend_chat, backend_embedder
 from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, UsageLedger
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import (
-    AccountedChat, AccountedEmbedder, CachedChat, CachedEmbedder, LimitedChat, RetryPolicy, RetryingChat,
+    AccountedChat,
+    AccountedEmbedder,
+    CachedChat,
+    CachedEmbedder,
+    LimitedChat,
+    RetryingChat,
     RetryingEmbedder,
+    RetryPolicy,
 )
 from unirag.llm.remote import ClientRecipe, RemoteChat, RemoteEmbedder
 

@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from unirag.errors import ConfigError
-from unirag.eval.judge.aggregate import judgement_counts, mean_scores, position_bias, unparsed_counts, win_rate_matrices
+from unirag.eval.judge.aggregate import (
+    judgement_counts,
+    mean_scores,
+    position_bias,
+    unparsed_counts,
+    win_rate_matrices,
+)
 from unirag.eval.judge.asking import JudgeConfig, judge_pairs, score_absolute
 from unirag.eval.judge.claims import AnswerClaims, ClaimItem, claim_summary, extract_claims
 from unirag.eval.judge.shared import append_rows
