@@ -15,10 +15,12 @@ concurrent ones: indices are read-only once loaded).
 
 One door for every caller. Each CLI command that reads or writes a workspace
 (``index`` with its estimate and ``--dry-run``, ``delete``, ``documents``,
-``stats``, ``query``, ``export``) calls a method of a ``UniRAG`` (``UniRAG.attach``
+``stats``, ``query``, ``export``, ``eval``, ``questions``) calls a method of a ``UniRAG`` (``UniRAG.attach``
 around the workspace, settings and model stack the command opened); the
 server's routes and the MCP tools call the same methods (its graph pages
-read the built graph views of ``rag.workspace``, never writing). What an index request
+through :meth:`UniRAG.graph_view`, :meth:`UniRAG.communities` and
+:meth:`UniRAG.artifact_problems`, never writing); no door reads ``rag.workspace``
+(``tests/test_thin_callers.py``). What an index request
 may ask for is checked in one place (:func:`unirag.pipeline.plan_index`), so
 every door refuses the same mistakes with the same line. The CLI keeps only
 what is its own: progress bars, the "go on?" question before paid calls,
@@ -52,23 +54,41 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, QueryEvent
+from unirag.artifacts.registry import outdated
+from unirag.config import load_settings, override_settings
 from unirag.errors import SourceError
+from unirag.eval.judge.eval_run import judge_answers
+from unirag.eval.runner import EvalPlan, EvalProgress, answer_all, prepare_workspace
+from unirag.graph.export import export_graph, load_view
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.llm.async_layers import AsyncAccountedChat
+from unirag.llm.base import ChatResponse, UsageLedger
+from unirag.llm.factory import backend_chat, build_async_chat, build_stack
+from unirag.llm.streaming import stream_chat
+from unirag.methods.runner import MethodRunner
+from unirag.methods.spec import MethodSpec, builtin_methods, resolve_method
+from unirag.operators.question import check_question
+from unirag.pipeline import estimate_plan, plan_index, prepare_query, run_delete, run_index
+from unirag.progress import Progress
+from unirag.stats import workspace_stats
+from unirag.text.types import Document
+from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from unirag.config import Settings
+    from unirag.eval.datasets import Dataset
+    from unirag.graph.projections import GraphView
+    from unirag.hierarchy.communities import Community
     from unirag.generate.plan import AnswerPlan
-    from unirag.llm.base import ChatModel, EmbeddingModel, UsageLedger
+    from unirag.llm.base import ChatModel, EmbeddingModel
     from unirag.artifacts.cost import CostEstimate
     from unirag.llm.factory import AsyncChatStack, ModelStack
-    from unirag.methods.runner import MethodRunner, QueryResult
-    from unirag.methods.spec import MethodSpec
+    from unirag.methods.runner import QueryResult
     from unirag.operators.context import QueryState
     from unirag.pipeline import DeleteReport, IndexPlan, IndexReport
-    from unirag.progress import Progress
-    from unirag.text.types import Chunk, Document
-    from unirag.workspace import Workspace
+    from unirag.text.types import Chunk
 
 
 def resolve_settings(root: Path | None, settings: Settings | None, overrides: Mapping[str, Any]) -> Settings:
@@ -79,8 +99,6 @@ def resolve_settings(root: Path | None, settings: Settings | None, overrides: Ma
     ``None`` values are ignored. A given ``settings`` replaces the first three
     layers (it is taken as is), ``overrides`` still win over it.
     """
-    from unirag.config import load_settings, override_settings
-
     dotted = {key.replace("__", "."): value for key, value in overrides.items()}
     if settings is None:
         return load_settings(root, dotted)
@@ -90,8 +108,6 @@ def resolve_settings(root: Path | None, settings: Settings | None, overrides: Ma
 def as_document(item: Document | Mapping[str, Any]) -> Document:
     """A :class:`~unirag.text.types.Document`, or a record ``{"text", "title"?, "id"?, "source"?}``
     (the shape of a JSONL line); a record's ``id`` is its key, as in a JSONL file."""
-    from unirag.text.types import Document
-
     if isinstance(item, Document):
         return item
     if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
@@ -137,8 +153,6 @@ class UniRAG:
         stale_while_writing: bool = False,
         **overrides: Any,
     ) -> None:
-        from unirag.workspace import Workspace
-
         root = Path(workspace)
         resolved = resolve_settings(root, settings, overrides)  # its store names where the tables are
         opened = Workspace.init(root, store=resolved.store) if create else Workspace.open(root, resolved.store)
@@ -162,8 +176,6 @@ class UniRAG:
     def _setup(self, workspace: Workspace, settings: Settings, stack: ModelStack | None,
                chat_backend: ChatModel | None, embedding_backend: EmbeddingModel | None,
                progress: Progress | None) -> None:
-        from unirag.progress import Progress
-
         self.workspace = workspace
         self.settings = settings
         self.progress = progress or Progress(enabled=False)
@@ -191,8 +203,6 @@ class UniRAG:
         """The layered model clients, built on first use (the embedded models load on their first call)."""
         with self._members:
             if self._stack is None:
-                from unirag.llm.factory import build_stack
-
                 chat, embedder = self._backends
                 self._stack = build_stack(self.settings, self.workspace.cache(), chat=chat, embedder=embedder)
             return self._stack
@@ -236,8 +246,6 @@ class UniRAG:
         """Check an :meth:`index` request without a workspace: the format is known, every
         source exists, graph, index and method names resolve (one line on a mistake). A
         caller that creates the workspace (the CLI) checks first, so a typo creates nothing."""
-        from unirag.pipeline import plan_index
-
         return plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
 
     def estimate(
@@ -267,9 +275,6 @@ class UniRAG:
     ) -> CostEstimate | None:
         """:meth:`estimate` for a workspace that need not exist yet (``unirag index --dry-run``):
         nothing is created, not even its directory. ``options`` as :meth:`estimate`'s."""
-        from unirag.llm.factory import backend_chat
-        from unirag.workspace import Workspace
-
         root = Path(workspace)
         resolved = resolve_settings(root, settings, {})
         if not Workspace.exists(root, resolved.store):
@@ -280,8 +285,6 @@ class UniRAG:
     def _estimate_chat(self) -> ChatModel:
         """The chat model an estimate names and counts prompts for. It makes no call, so it never
         builds the model stack (which opens the cache: a dry run writes nothing)."""
-        from unirag.llm.factory import backend_chat
-
         if self._stack is not None:
             return self._stack.chat
         return self._backends[0] or backend_chat(self.settings)
@@ -308,8 +311,6 @@ class UniRAG:
         ``rebuild`` re-chunks from scratch. ``estimate`` (from :meth:`estimate`, shown before the
         run) is stored with the run's actual usage (``stats()["last_index_cost"]``). Returns the
         report (``.to_json()`` as ``--json``)."""
-        from unirag.pipeline import plan_index, run_index
-
         plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
         docs = [as_document(item) for item in documents] if documents is not None else None
         with self._lock:
@@ -323,8 +324,6 @@ class UniRAG:
     def delete(self, ids_or_sources: str | Sequence[str]) -> DeleteReport:
         """Delete documents (ids, indexed files or directories, ``FILE#RECORD``) with everything
         derived only from them, then refresh every built artifact. An unknown target changes nothing."""
-        from unirag.pipeline import run_delete
-
         targets = [ids_or_sources] if isinstance(ids_or_sources, str) else list(ids_or_sources)
         with self._lock:
             try:
@@ -342,23 +341,84 @@ class UniRAG:
 
     def methods(self) -> list[MethodInfo]:
         """Every shipped method (a spec file path works too wherever a method is named)."""
-        from unirag.methods.spec import builtin_methods
-
         return [MethodInfo.from_spec(spec) for spec in builtin_methods().values()]
 
     def stats(self) -> dict[str, Any]:
         """What ``unirag stats --json`` prints: counts, graphs, communities, artifacts, usage
         (a damaged cache file is set aside, said through ``warn``)."""
-        from unirag.stats import workspace_stats
-
         self.workspace.cache(self.warn)
         return workspace_stats(self.workspace)
 
     def export(self, graph: str, format: str = "graphml", out: str | Path | None = None) -> Path:
         """Write one graph type (kg, tkg, rkg, pg, tree, hybrid) as GraphML or Parquet; the path written."""
-        from unirag.graph.export import export_graph
-
         return Path(export_graph(self.workspace, graph, format, Path(out) if out is not None else None))
+
+    # -- built artifacts (what the server's graph pages read) -------------------------------------
+
+    def graph_view(self, kind: str) -> GraphView:
+        """The ``kind`` graph (kg, tkg, rkg, pg, hybrid, tree) as built; one line if it was not."""
+        return load_view(self.workspace, kind)
+
+    def built_version(self, artifact: str) -> tuple[dict[str, Any] | None, int]:
+        """What identifies one build of ``artifact`` (its manifest entry, None if never built)
+        on one corpus version: a view cached under it is current while this stays equal."""
+        return self.workspace.manifest.entry(artifact), self.workspace.corpus.version()
+
+    def artifact_problems(self, names: Iterable[str]) -> dict[str, str]:
+        """Why each built artifact of ``names`` cannot be served as it is (behind the corpus,
+        or damaged); artifacts never built are left out (a read of them fails on its own)."""
+        manifest = self.workspace.manifest
+        return {name: why for name in names
+                if (why := manifest.artifact_problem(name)) is not None and why != "missing"}
+
+    def hierarchies(self) -> list[str]:
+        """The community hierarchies built in this workspace (graphrag, archrag, ...), sorted."""
+        return sorted(name.split(":", 1)[1] for name in self.workspace.manifest.entries()
+                      if name.startswith("communities:"))
+
+    def communities(self, hierarchy: str) -> list[Community]:
+        """Every community of a built ``hierarchy`` (:meth:`hierarchies`), every level."""
+        return CommunityStore(self.workspace).load(hierarchy)
+
+    def being_written(self) -> bool:
+        """Whether a writer (this object, another one, another process) holds the workspace now."""
+        return self.workspace.being_written()
+
+    def passages(self) -> list[Chunk]:
+        """Every stored passage, in corpus order."""
+        return list(self.workspace.corpus.iter_chunks())
+
+    def sibling(self, progress: Progress | None = None) -> UniRAG:
+        """Another UniRAG on the same workspace with its own store connection, sharing this one's
+        settings and model stack (the server's index jobs: writes that never block this reader)."""
+        return UniRAG.attach(Workspace.open(self.root, self.settings.store), self.settings, self.stack, progress)
+
+    # -- evaluation (``unirag eval``, ``unirag questions``) ----------------------------------------
+
+    def prepare_eval(self, data: Dataset, specs: Sequence[MethodSpec]) -> dict[str, Any]:
+        """Index a benchmark's passages and build what ``specs`` need (``built``: what was built)."""
+        with self._lock:
+            try:
+                return prepare_workspace(self.workspace, self.settings, self.stack, data, list(specs),
+                                         self.progress, self._warned)
+            finally:
+                self._runner = None
+
+    def answer_eval(self, plan: EvalPlan) -> EvalProgress:
+        """Answer every pending question of ``plan`` with every method; rows go to ``plan.out``."""
+        return answer_all(self.workspace, self.settings, self.stack, plan, self.progress, self._warned)
+
+    def judge_eval(self, rows: Sequence[dict[str, Any]], modes: Sequence[str], out: Path, methods: Sequence[str],
+                   **options: Any) -> dict[str, Any]:
+        """LLM-judge an eval run's answer ``rows`` through this workspace's response cache
+        (``options`` as :func:`~unirag.eval.judge.eval_run.judge_answers`: base_url, model, replicates)."""
+        return judge_answers(self.settings, self.workspace.cache(), rows, modes, out, methods,
+                             progress=self.progress, warn=self._warned, **options)
+
+    def _warned(self, message: str) -> None:
+        """``warn`` for callees that always say something: dropped when the caller gave none."""
+        if self.warn is not None:
+            self.warn(message)
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -380,9 +440,6 @@ class UniRAG:
 
     def _events(self, question: str, method: str | MethodSpec | None, top_k: int | None, retrieve_only: bool,
                 build: bool, streamed: bool) -> Iterator[QueryEvent]:
-        from unirag.llm.base import ChatResponse
-        from unirag.llm.streaming import stream_chat
-
         run = self._begin(question, method, top_k, build, not retrieve_only)
         answer = raw = ""
         if not retrieve_only:
@@ -404,11 +461,6 @@ class UniRAG:
     def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool,
                generated: bool = True) -> _QueryRun:
         """Check the question, resolve the method, bring what it needs up to date, retrieve."""
-        from unirag.llm.base import UsageLedger
-        from unirag.methods.spec import MethodSpec, resolve_method
-        from unirag.operators.question import check_question
-        from unirag.pipeline import prepare_query
-
         question = check_question(question, self.settings)  # before any build a refused question would pay for
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
         refresh = UsageLedger()
@@ -437,8 +489,6 @@ class UniRAG:
         query needs was built once, so it answers from them as they are (the loaded ones
         stay loaded until the writer is done) instead of waiting for the writer. Returns
         the artifacts that are behind the corpus (the answer says so), or None to wait."""
-        from unirag.artifacts.registry import outdated
-
         if not self.stale_while_writing or not self.workspace.being_written():
             return None
         behind = outdated(self.workspace, names)
@@ -446,9 +496,6 @@ class UniRAG:
 
     def _runner_for(self, top_k: int | None) -> MethodRunner:
         """The shared runner (its indices load once), or one with another ``top_k`` sharing them."""
-        from unirag.config import override_settings
-        from unirag.methods.runner import MethodRunner
-
         with self._members:
             if self._runner is None:
                 self._runner = MethodRunner(self.workspace, self.settings, self.stack, self.progress)
@@ -486,9 +533,6 @@ class UniRAG:
 
     async def _aevents(self, question: str, method: str | MethodSpec | None, top_k: int | None,
                        retrieve_only: bool, build: bool, streamed: bool) -> AsyncIterator[QueryEvent]:
-        from unirag.llm.async_layers import AsyncAccountedChat
-        from unirag.llm.base import ChatResponse
-
         run = await asyncio.to_thread(self._begin, question, method, top_k, build, not retrieve_only)
         answer = raw = ""
         if not retrieve_only:
@@ -513,8 +557,6 @@ class UniRAG:
 
     def _async_chat(self) -> AsyncChatStack:
         """The async chat stack of the running loop (its HTTP client and semaphore belong to it)."""
-        from unirag.llm.factory import build_async_chat
-
         loop = asyncio.get_running_loop()
         with self._members:
             if self._async is None or self._async[0] is not loop:
@@ -531,8 +573,6 @@ def _estimate(workspace: Workspace | None, settings: Settings, chat: ChatModel,
               indices: str | Sequence[str] | None = None, method: str | None = None, fmt: str = "auto",
               rebuild: bool = False) -> CostEstimate | None:
     """The estimate of an index request on ``workspace`` (None: one not created yet)."""
-    from unirag.pipeline import estimate_plan, plan_index
-
     plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
     return estimate_plan(workspace, plan, settings, chat, fmt, rebuild)
 

@@ -1,6 +1,10 @@
 """Command-line interface (typer): init, index, query, methods, stats, eval, questions, export, serve, mcp.
 
-Heavy modules are imported inside commands so ``unirag --help`` stays instant.
+The package's light modules (errors, progress, store locations, the API's event
+types: standard library only) are imported at the top; every other ``unirag``
+module is imported inside the command that needs it, the one place in the
+package that defers its own imports: together they load pydantic, numpy and
+YAML and would make ``unirag --help`` several times slower.
 Every :class:`UniragError` becomes one line on stderr and a non-zero exit.
 """
 
@@ -17,7 +21,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from unirag.api_types import QueryDone
 from unirag.errors import SourceError, UniragError
+from unirag.progress import Progress
+from unirag.store.location import PASSWORD_ENV, STORE_FILE, without_password
 
 if TYPE_CHECKING:
     from unirag.llm.base import UsageLedger
@@ -128,7 +135,6 @@ def _remember_store(workspace: Path, store: str | None) -> None:
     note says where libpq reads it from instead)."""
     from unirag.config import SETTINGS_FILE, environment, read_settings_file
     from unirag.artifacts.settings_template import settings_yaml, with_store
-    from unirag.store.location import STORE_FILE, without_password
 
     path = workspace / SETTINGS_FILE
     if not store or (workspace / STORE_FILE).exists() or read_settings_file(path, environment(workspace)).get("store"):
@@ -141,8 +147,6 @@ def _remember_store(workspace: Path, store: str | None) -> None:
 
 
 def _password_kept_out(path: Path) -> None:
-    from unirag.store.location import PASSWORD_ENV
-
     _warn(f"the store's password was not written to {path}: set {PASSWORD_ENV} (or ~/.pgpass) for the "
           "commands that use this workspace")
 
@@ -215,8 +219,6 @@ def _opened(workspace: Path, settings: Any = None) -> Any:
 
 def _show_progress(quiet: bool) -> Any:
     """Bars on an interactive stderr; logs and pipes get a plain line every few seconds of a long step."""
-    from unirag.progress import Progress
-
     return Progress(enabled=not quiet, lines=not sys.stderr.isatty())
 
 
@@ -248,8 +250,6 @@ def init(directory: Annotated[Path, typer.Argument(help="workspace directory to 
     from unirag.config import SETTINGS_FILE
     from unirag.artifacts.settings_template import settings_yaml, with_store
     from unirag.workspace import Workspace
-
-    from unirag.store.location import without_password
 
     kept, had_password = without_password(store) if store else (store, False)
     ws = Workspace.init(directory, with_store(settings_yaml(), kept), store=store)
@@ -461,8 +461,6 @@ def _print_stream(events: Iterable[Any], title: str, as_json: bool) -> Any:
     final ``Answer:`` line is not cut out of it). ``--json``: one line per event,
     ``{"event": "delta" | "done", "data": ...}`` (the server's SSE events, one to one).
     """
-    from unirag.api_types import QueryDone
-
     if not as_json:
         sys.stdout.write(f"Answer ({title}): ")
     result = None
@@ -722,7 +720,8 @@ def evaluate(
     from unirag.eval.datasets import load_dataset
     from unirag.eval.judge.eval_run import JUDGE_MODES
     from unirag.eval.report import write_report
-    from unirag.eval.runner import EvalPlan, answer_all, prepare_workspace, run_rows
+    from unirag.eval.budget import parse_budgets
+    from unirag.eval.runner import EvalPlan, run_rows
     from unirag.methods.spec import builtin_methods, resolve_method
     from unirag.workspace import Workspace
 
@@ -730,8 +729,10 @@ def evaluate(
     specs = list(builtin_methods().values()) if names == ["all"] else [resolve_method(n) for n in names]
     if not specs:
         raise UniragError("--methods names no method")
-    if extractor not in (None, "llm", "nlp", "auto"):
-        raise UniragError(f"unknown extractor '{extractor}' (known: llm, nlp, auto)")
+    # the settings check --extractor and --question-path (one line each), before any answering
+    settings = _settings(workspace, graph__extractor=extractor, chat__base_url=chat_base_url,
+                         chat__model=chat_model, concurrency=concurrency, retrieval__top_k=top_k,
+                         retrieval__question_path=question_path)
     judge_modes = [m.strip() for m in (judge or "").split(",") if m.strip()]
     unknown = [m for m in judge_modes if m not in JUDGE_MODES]
     if unknown:  # before any answering: a typo must not cost a whole run
@@ -740,28 +741,18 @@ def evaluate(
         raise UniragError("--judge needs answers: drop --retrieve-only")
     if replicates < 1:
         raise UniragError(f"--replicates must be at least 1, not {replicates}")
-    if question_path not in (None, "llm", "nlp", "auto"):
-        raise UniragError(f"unknown question path '{question_path}' (known: llm, nlp, auto)")
-    from unirag.eval.budget import parse_budgets
-
     try:
         budgets = parse_budgets(budget)
     except ValueError as exc:
         raise UniragError(f"--budget: {exc}") from None
     data = load_dataset(dataset, limit=limit, fmt=fmt, data_dir=data_dir)
-    settings = _settings(workspace, graph__extractor=extractor, chat__base_url=chat_base_url,
-                         chat__model=chat_model, concurrency=concurrency, retrieval__top_k=top_k,
-                         retrieval__question_path=question_path)
-    progress = _show_progress(quiet or as_json)
-    ws = Workspace.init(workspace)
-    try:
-        stack = _stack(settings, ws)
-        prepared = prepare_workspace(ws, settings, stack, data, specs, progress, _warn)
+    with _attached(Workspace.init(workspace, store=settings.store), settings, _show_progress(quiet or as_json)) as rag:
+        prepared = rag.prepare_eval(data, specs)
         if prepared["built"]:
             _err(f"built what the methods need: {', '.join(prepared['built'])}")
         plan = EvalPlan(data, specs, out, generate=not retrieve_only, budgets=budgets)
         try:
-            done = answer_all(ws, settings, stack, plan, progress, _warn)
+            done = rag.answer_eval(plan)
         except KeyboardInterrupt:
             _write_partial_report(out, data, specs)
             raise
@@ -769,12 +760,8 @@ def evaluate(
         latest = run_rows(out, set(wanted), {q.id for q in data.questions})
         judged: dict[str, Any] = {}
         if judge_modes:
-            from unirag.eval.judge.eval_run import judge_answers
-
-            judged = judge_answers(settings, ws.cache(), latest, judge_modes, out, wanted, base_url=judge_llm,
-                                   model=judge_model, replicates=replicates, progress=progress, warn=_warn)
-    finally:
-        ws.close()
+            judged = rag.judge_eval(latest, judge_modes, out, wanted, base_url=judge_llm, model=judge_model,
+                                    replicates=replicates)
     report = write_report(latest, out, f"{data.name}: {len(data.questions)} questions", judged.get("columns", {}))
     result = {"dataset": data.name, "questions": len(data.questions), "methods": wanted,
               "answered": done.done, "kept": done.skipped, "failed": done.failed,
@@ -807,17 +794,14 @@ def abstract_questions(
     from unirag.workspace import Workspace
 
     settings = _settings(workspace, chat__base_url=chat_base_url, chat__model=chat_model)
-    ws = Workspace.open(workspace)
-    try:
-        chunks = list(ws.corpus.iter_chunks())
+    with _attached(Workspace.open(workspace, settings.store), settings) as rag:
+        chunks = rag.passages()
         if not chunks:
             raise SourceError(f"{workspace} has no corpus: index documents first")
         texts = sample_texts([c.text for c in chunks], sample)
-        generated = generate_questions(_stack(settings, ws).chat, texts, users, tasks, per_task,
+        generated = generate_questions(rag.stack.chat, texts, users, tasks, per_task,
                                        concurrency=settings.concurrency, progress=_show_progress(quiet),
                                        encoding=settings.chunking.encoding)
-    finally:
-        ws.close()
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "Question.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps({"id": q.id, "question": q.question, "kind": "abstract", "user": q.user,

@@ -23,6 +23,7 @@ from unirag.config import Settings
 from unirag.errors import WorkspaceError
 from unirag.executors import Executor, executor_for, in_order
 from unirag.executors.base import batched
+from unirag.graph.graph_store import GraphStore
 from unirag.progress import Progress
 from unirag.text.chunking import iter_chunks
 from unirag.text.clean import ReplacedCharacters
@@ -139,8 +140,6 @@ def chunked_by(executor: Executor, docs: Iterable[Document], settings: Settings,
 def remove_documents(workspace: Workspace, doc_ids: Iterable[str]) -> list[str]:
     """Delete documents, their chunks and every extraction of those chunks; returns the
     deleted chunk ids. Derived artifacts go stale and are refreshed by the caller."""
-    from unirag.graph.graph_store import GraphStore
-
     chunk_ids = workspace.corpus.delete_documents(doc_ids)
     if chunk_ids:
         GraphStore(workspace).forget_chunks(chunk_ids)

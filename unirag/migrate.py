@@ -23,8 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from unirag.artifacts.settings_template import with_store
 from unirag.config import SETTINGS_FILE
 from unirag.errors import WorkspaceError
+from unirag.graph.graph_store import GraphStore
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.index.pgvector_index import PgVectorIndex, table_name
+from unirag.index.vector_artifacts import load_vectors, open_vector_index, vector_files, vector_paths
+from unirag.index.vectors import HnswIndex, write_ids_file
+from unirag.store.artifact_files import local_digest
 from unirag.store.database import Database
 from unirag.store.files import atomic_write_bytes
 from unirag.workspace import Workspace
@@ -91,9 +98,6 @@ def _empty_target(dst: Workspace, replace: bool) -> None:
 
 def _ensure_tables(workspace: Workspace) -> None:
     """Every component's tables, so a table one store lacks (never built) exists on both."""
-    from unirag.graph.graph_store import GraphStore
-    from unirag.hierarchy.community_store import CommunityStore
-
     GraphStore(workspace)
     CommunityStore(workspace)
 
@@ -196,17 +200,12 @@ def _vector_stem(entry: dict[str, Any]) -> str | None:
 def _copy_vector_index(src: Workspace, dst: Workspace, name: str, stem: str, entry: dict[str, Any]
                        ) -> dict[str, Any]:
     """Build the target's index of a vector artifact from its vectors and ids, then its entry."""
-    from unirag.index.vector_artifacts import load_vectors, vector_files, vector_paths
-    from unirag.index.vectors import HnswIndex, write_ids_file
-
     ids, vectors = load_vectors(src, name, stem)
     vectors = np.asarray(vectors, dtype=np.float32)
     hnsw_path = vector_paths(dst, stem)[1]
     kind = "pgvector" if dst.backend.vector_tables else "hnsw"
     entry = {**entry, "config": {**entry.get("config", {}), "index": kind}}
     if dst.backend.vector_tables:
-        from unirag.index.pgvector_index import PgVectorIndex, table_name
-
         with dst.db:
             index = PgVectorIndex.write(dst.db, table_name(stem), list(ids), vectors, None)
             write_ids_file(HnswIndex.ids_path(hnsw_path), index.ids, index.dim, index.label_rows)
@@ -220,8 +219,6 @@ def _copy_vector_index(src: Workspace, dst: Workspace, name: str, stem: str, ent
 def _verify_entry(src: Workspace, dst: Workspace, name: str) -> None:
     """The target's entry has the source's fingerprint, whole files with the same bytes (but an
     index rebuilt in the target's form: same ids and count)."""
-    from unirag.store.artifact_files import local_digest
-
     before, after = src.manifest.entry(name) or {}, dst.manifest.entry(name) or {}
     if before.get("inputs") != after.get("inputs"):
         raise WorkspaceError(f"{name}: the fingerprint differs after the copy")
@@ -236,8 +233,6 @@ def _verify_entry(src: Workspace, dst: Workspace, name: str) -> None:
             raise WorkspaceError(f"{name}: its files differ after the copy")
     stem = _vector_stem(after)
     if stem is not None:
-        from unirag.index.vector_artifacts import open_vector_index
-
         index = open_vector_index(dst, name, stem)
         if len(index) != int(after.get("count", len(index))):
             raise WorkspaceError(f"{name}: {len(index)} vectors indexed, not {after.get('count')}")
@@ -252,8 +247,6 @@ def _ids_file(entry: dict[str, Any]) -> str:
 # -- settings ------------------------------------------------------------------------
 def _switch_settings(root: Path, target: str) -> None:
     """Point the workspace's settings file at the target (other lines untouched)."""
-    from unirag.artifacts.settings_template import with_store
-
     path = root / SETTINGS_FILE
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     atomic_write_bytes(path, with_store(text, target).encode("utf-8"))

@@ -20,15 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unirag.ingest import IngestReport, ingest, release_sources
+from unirag.artifacts.cost import estimate_index_cost
+from unirag.artifacts.registry import BuildContext, built_artifacts, ensure_artifacts, outdated, resolve_names
 from unirag.config import Settings
 from unirag.corpus import delete_target_keys
-from unirag.errors import SourceError, WorkspaceError
+from unirag.errors import SourceError, UniragError, WorkspaceError
 from unirag.executors import executor_for
-from unirag.artifacts.registry import BuildContext, built_artifacts, ensure_artifacts, outdated
+from unirag.graph.graph_build import parse_graph_list
+from unirag.graph.graph_store import GraphStore
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.ingest import IngestReport, incoming_chunks, ingest, release_sources
 from unirag.llm.base import ChatModel, UsageLedger
 from unirag.llm.factory import ModelStack, run_by
+from unirag.methods.spec import resolve_method
 from unirag.progress import Progress
+from unirag.text.loaders import FORMATS
 from unirag.text.types import Document
 from unirag.workspace import Workspace
 
@@ -161,9 +167,6 @@ def estimate_index(
 ) -> CostEstimate:
     """The LLM calls and prompt tokens :func:`run_index` with the same arguments would spend,
     from the corpus (the sources chunked in memory: nothing is written) and the configs."""
-    from unirag.ingest import incoming_chunks
-    from unirag.artifacts.cost import estimate_index_cost
-
     incoming = incoming_chunks(workspace, sources, settings, fmt, rebuild) if sources else []
     return estimate_index_cost(workspace, settings, chat, index_targets(workspace, settings, graphs, artifacts),
                                incoming, rebuild)
@@ -188,11 +191,6 @@ def plan_index(
 ) -> IndexPlan:
     """Check an index request: the format is known, every source exists, graph, index and
     method names resolve. One-line errors, and nothing is written, on any mistake."""
-    from unirag.errors import UniragError
-    from unirag.graph.graph_build import parse_graph_list
-    from unirag.artifacts.registry import resolve_names
-    from unirag.text.loaders import FORMATS
-
     if fmt not in FORMATS:
         raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
     wanted_graphs = parse_graph_list(_comma_list(graphs)) if graphs is not None else None
@@ -203,8 +201,6 @@ def plan_index(
     if missing:
         raise SourceError(f"{missing[0]}: no such file or directory")
     if method:
-        from unirag.methods.spec import resolve_method
-
         artifacts += resolve_method(method).requires()
     return IndexPlan([str(s) for s in paths], wanted_graphs, artifacts)
 
@@ -248,9 +244,6 @@ class DeleteReport:
 
 def _drop_derived(workspace: Workspace) -> None:
     """An emptied corpus: no graph, communities, tree or index files remain."""
-    from unirag.graph.graph_store import GraphStore
-    from unirag.hierarchy.community_store import CommunityStore
-
     GraphStore(workspace).clear_derived()
     CommunityStore(workspace).clear()
     workspace.manifest.drop_artifacts()
@@ -282,8 +275,6 @@ def resolve_targets(workspace: Workspace, targets: Sequence[str]) -> tuple[set[s
 def forget_pending_chunks(workspace: Workspace) -> None:
     """Drop the extractions of every chunk deleted by a run that may have died before it
     did (idempotent): a deleted document's words never reach a refreshed graph."""
-    from unirag.graph.graph_store import GraphStore
-
     pending = workspace.manifest.pending_delete()
     if pending and pending.get("chunk_ids"):
         GraphStore(workspace).forget_chunks(list(pending["chunk_ids"]))

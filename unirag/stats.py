@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from unirag.graph.graph_store import GraphStore
+
 if TYPE_CHECKING:
     from unirag.workspace import Workspace
 
@@ -15,8 +17,6 @@ if TYPE_CHECKING:
 def workspace_stats(workspace: Workspace) -> dict[str, Any]:
     """Counts of documents and chunks, graphs, communities per level, artifacts, usage per stage,
     the last paid index run's estimate and actual usage (what ``unirag stats --json`` prints)."""
-    from unirag.graph.graph_store import GraphStore
-
     store = GraphStore(workspace)
     manifest = workspace.manifest.entries()
     usage = workspace.usage.by_stage()

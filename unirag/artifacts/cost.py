@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from unirag.artifacts.registry import TREE_VARIANTS, build_order
 from unirag.config import Settings
 from unirag.graph.extract_llm import LlmExtractor, plan_groups
 from unirag.graph.graph_store import GraphStore
-from unirag.artifacts.registry import TREE_VARIANTS, build_order
 from unirag.hierarchy.registry import hierarchy_variants, spec_of
 from unirag.hierarchy.spec import CostShape, hierarchy_config
+from unirag.hierarchy.tree import TreeConfig
 from unirag.llm.base import ChatModel
 from unirag.prompts.prompt import PromptLibrary
 from unirag.text.tokenizer import get_tokenizer
@@ -203,8 +204,6 @@ def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,
                       entities: int) -> tuple[int, int, CostShape | None]:
     """(leaves, tokens of a leaf in a prompt, grouping shape) of artifact ``name``."""
     if name == "tree" or name.startswith("tree:"):
-        from unirag.hierarchy.tree import TreeConfig
-
         tree = settings.graph.tree.model_copy(update=TREE_VARIANTS.get(name.partition(":")[2], {}))
         average = corpus.tokens // max(1, len(corpus.chunks))
         return len(corpus.chunks), average, CostShape(tree.cluster_size, tree.min_layer_size, tree.max_layers,

@@ -22,19 +22,29 @@ from typing import Any
 
 import numpy as np
 
+from unirag.artifacts.tree import build_tree_artifact
 from unirag.config import Settings, config_hash
-from unirag.executors import model_call_parallelism
 from unirag.errors import ConfigError, WorkspaceError
+from unirag.executors import model_call_parallelism
+from unirag.graph.graph_build import build_chunk_links, build_merged_graph
+from unirag.graph.graph_store import GraphStore
+from unirag.hierarchy import entity_graph
 from unirag.hierarchy.attach import PreviousNode
-from unirag.hierarchy.chnsw import CHnswConfig
+from unirag.hierarchy.chnsw import CHnswConfig, CHnswIndex
 from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.entity_graph import copy_entity_graph, to_entity_graph
 from unirag.hierarchy.incremental import UpdatePlan, plan_update, record_leaves
+from unirag.hierarchy.layered import BuildModels
 from unirag.hierarchy.registry import hierarchy_registry, hierarchy_variants, spec_of
 from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
+from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf, build_chunk_vectors
+from unirag.index.survivors import survivors_frozen
+from unirag.index.synonyms import build_synonym_edges
+from unirag.index.tri_graph import build_tri_graph
+from unirag.index.vector_artifacts import build_text_vectors, index_given_vectors, load_vectors, vector_files
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
-from unirag.index.survivors import survivors_frozen
 from unirag.workspace import Workspace
 
 TREE_VARIANTS: dict[str, dict[str, Any]] = {
@@ -71,8 +81,6 @@ class BuildContext:
     @property
     def store(self) -> Any:
         if self._store is None:
-            from unirag.graph.graph_store import GraphStore
-
             self._store = GraphStore(self.workspace)
         return self._store
 
@@ -94,33 +102,23 @@ class ArtifactSpec:
 
 
 def _chunk_vectors(ctx: BuildContext) -> bool:
-    from unirag.index.chunks import build_chunk_vectors
-
     return build_chunk_vectors(ctx.workspace, ctx.models.embedder, ctx.settings, ctx.progress)
 
 
 def _chunk_bm25(ctx: BuildContext) -> bool:
-    from unirag.index.chunks import build_chunk_bm25
-
     return build_chunk_bm25(ctx.workspace, ctx.progress)
 
 
 def _chunk_tfidf(ctx: BuildContext) -> bool:
-    from unirag.index.chunks import build_chunk_tfidf
-
     return build_chunk_tfidf(ctx.workspace, ctx.progress)
 
 
 def _graph(ctx: BuildContext) -> bool:
-    from unirag.graph.graph_build import build_merged_graph
-
     return build_merged_graph(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress)
 
 
 def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.graph.graph_build import build_chunk_links
-
         return build_chunk_links(ctx.workspace, ctx.store, ctx.settings, kind)
 
     return build
@@ -128,8 +126,6 @@ def _chunk_links(kind: str) -> Callable[[BuildContext], bool]:
 
 def _tree(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.artifacts.tree import build_tree_artifact
-
         return build_tree_artifact(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress,
                                    name=tree_names(variant)[0], preset=TREE_VARIANTS.get(variant))
 
@@ -146,9 +142,6 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        from unirag.hierarchy import entity_graph
-        from unirag.index.vector_artifacts import build_text_vectors, vector_files
-
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
         if ctx.workspace.manifest.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
@@ -166,22 +159,16 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
 
 
 def _synonym_edges(ctx: BuildContext) -> bool:
-    from unirag.index.synonyms import build_synonym_edges
-
     return build_synonym_edges(ctx.workspace, ctx.store.shared_graph, ctx.inputs_of("entity_name_vectors"),
                                ctx.progress)
 
 
 def _tri_graph(ctx: BuildContext) -> bool:
-    from unirag.index.tri_graph import build_tri_graph
-
     return build_tri_graph(ctx.workspace, ctx.store, ctx.settings, ctx.models, ctx.progress)
 
 
 def _tree_vectors(variant: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.vector_artifacts import index_given_vectors, vector_files
-
         tree, key = tree_names(variant)
         stem = key.replace(":", ".")
         inputs = config_hash(ctx.inputs_of(tree))
@@ -205,8 +192,6 @@ def summary_chat(ctx: BuildContext) -> Any:
 
 def summary_models(ctx: BuildContext) -> Any:
     """What a hierarchy builder calls: the summary chat model (or None), the embedder, the run's settings."""
-    from unirag.hierarchy.layered import BuildModels
-
     return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
                        ctx.settings.chat.temperature, ctx.progress,
                        prompts=PromptLibrary.of_workspace(ctx.workspace.root))
@@ -216,9 +201,6 @@ def _load_entity_graph(ctx: BuildContext, with_vectors: bool) -> Any:
     """The merged graph as an ``EntityGraph`` (with the entity vectors when asked). Made once
     per merged graph and copied for each hierarchy (four read it in one build), so a builder
     that changed its copy could not change another's."""
-    from unirag.hierarchy.entity_graph import copy_entity_graph, to_entity_graph
-    from unirag.index.vector_artifacts import load_vectors
-
     merged = ctx.store.shared_graph()
     cached = ctx._entity_graph
     if cached is None or cached[0] is not merged or len(cached[1].ids) != len(merged.entities) \
@@ -305,8 +287,6 @@ def build_hierarchy(ctx: BuildContext, name: str) -> bool:
 def _hygrag_node_vectors(ctx: BuildContext) -> bool:
     """Written by the ``communities:hygrag`` builder; when missing, that builder runs again
     (its summaries come from the cache, so a rebuild costs no model call)."""
-    from unirag.index.vector_artifacts import vector_files
-
     entry = ctx.workspace.manifest.entry("hygrag_node_vectors")
     if entry and ctx.workspace.manifest.is_current("hygrag_node_vectors", entry.get("inputs", ""),
                                           vector_files(ctx.workspace, "hygrag_node_vectors")):
@@ -324,8 +304,6 @@ def community_text(community: Any) -> str:
 
 def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
-        from unirag.index.vector_artifacts import build_text_vectors, vector_files
-
         communities = CommunityStore(ctx.workspace).heads(name)
         return build_text_vectors(
             ctx.workspace, ctx.models.embedder, f"community_vectors:{name}", f"community_vectors.{name}",
@@ -346,9 +324,6 @@ def _chnsw(hierarchy: str) -> Callable[[BuildContext], bool]:
 
 
 def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
-    from unirag.hierarchy.chnsw import CHnswIndex
-    from unirag.index.vector_artifacts import load_vectors
-
     key = chnsw_name(hierarchy)
     config = hierarchy_config(ctx.settings, "chnsw", CHnswConfig)
     inputs = config_hash({"needs": ctx.inputs_of(*_chnsw_needs(hierarchy)), "config": config_dict(config)})
@@ -384,8 +359,6 @@ def _build_chnsw(ctx: BuildContext, hierarchy: str) -> bool:
 def _previous_chnsw(ctx: BuildContext, key: str, config: CHnswConfig, directory: Any) -> Any:
     """The last C-HNSW of ``key`` to continue, when it was built whole with this config and
     ``index.update`` is ``attach``; None otherwise (or when its files are damaged)."""
-    from unirag.hierarchy.chnsw import CHnswIndex
-
     entry = ctx.workspace.manifest.entry(key)
     if ctx.settings.index.update != "attach" or not entry or entry.get("config") != config_dict(config):
         return None

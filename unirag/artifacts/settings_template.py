@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from unirag.config import Settings
+from unirag.config import IndexSettings, Settings
+from unirag.hierarchy.chnsw import CHnswConfig
+from unirag.hierarchy.registry import hierarchy_registry
 
 HEADER = """\
 # unirag settings for this workspace: every setting, commented out with its default.
@@ -30,9 +32,6 @@ HEADER = """\
 def hierarchy_configs() -> dict[str, type]:
     """``index.<name>`` -> the config dataclass whose fields that mapping overrides: each
     registered hierarchy's, and C-HNSW's."""
-    from unirag.hierarchy.chnsw import CHnswConfig
-    from unirag.hierarchy.registry import hierarchy_registry
-
     return {**{name: spec.settings for name, spec in hierarchy_registry().items()}, "chnsw": CHnswConfig}
 
 
@@ -72,8 +71,6 @@ def _model_lines(model: BaseModel, depth: int) -> list[str]:
 
 
 def _is_index(model: BaseModel) -> bool:
-    from unirag.config import IndexSettings
-
     return isinstance(model, IndexSettings)
 
 

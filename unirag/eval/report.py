@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from unirag.eval.budget_report import write_budget_report
 from unirag.eval.tables import mean_of, pyplot, table_cell
 
 RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
@@ -177,7 +178,6 @@ def write_report(
         path = plot_metric_vs_tokens(summaries, metric, out)
         if path is not None:
             files.append(str(path))
-    from unirag.eval.budget_report import write_budget_report
 
     budgets, budget_files, markdown = write_budget_report(rows, out)
     if markdown:

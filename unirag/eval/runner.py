@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from unirag.config import Settings
+from unirag.errors import UniragError
 from unirag.eval.budget import budget_figures, recall_at, retrieval_figures
 from unirag.eval.datasets import Dataset, Question, question_type
 from unirag.eval.jsonl import end_cut_line, read_rows
@@ -33,7 +34,9 @@ from unirag.eval.metrics import normalize_answer, score_answer
 from unirag.llm.factory import ModelStack
 from unirag.methods.runner import MethodRunner, QueryResult
 from unirag.methods.spec import MethodSpec
+from unirag.pipeline import prepare_query, run_index
 from unirag.progress import Progress
+from unirag.text.tokenizer import get_tokenizer
 from unirag.workspace import Workspace
 
 ANSWERS_FILE = "answers.jsonl"
@@ -177,9 +180,6 @@ def answer_all(
     artifact) is written as an error row and the run goes on; Ctrl-C stops it,
     and the next run starts from the first missing row.
     """
-    from unirag.errors import UniragError
-    from unirag.text.tokenizer import get_tokenizer
-
     plan.out.mkdir(parents=True, exist_ok=True)
     path = plan.out / ANSWERS_FILE
     done = latest_rows(read_rows(path)[0])
@@ -219,8 +219,6 @@ def prepare_workspace(
 ) -> dict[str, Any]:
     """Index the benchmark's passages when the workspace has no corpus, then build
     what the methods need, once. Returns what was done (for the run log)."""
-    from unirag.pipeline import prepare_query, run_index
-
     started = time.perf_counter()
     info: dict[str, Any] = {}
     if not workspace.corpus.chunk_ids():

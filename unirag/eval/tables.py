@@ -7,6 +7,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from unirag.errors import import_optional
+
 
 def mean_of(values: Sequence[float | None]) -> float | None:
     """The mean of the values that are numbers (None and NaN are left out); None when none is."""
@@ -26,8 +28,6 @@ def table_cell(value: Any) -> str:
 def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend (files only: no display needed); without the
     ``eval`` extra, one line saying how to install it."""
-    from unirag.errors import import_optional
-
     matplotlib = import_optional("matplotlib", "eval", "the evaluation plots")
     matplotlib.use("Agg")
     return import_optional("matplotlib.pyplot", "eval", "the evaluation plots")

@@ -11,13 +11,12 @@ from __future__ import annotations
 from unirag.config import Settings
 from unirag.executors.base import Executor, in_order
 from unirag.executors.local import LocalExecutor
+from unirag.executors.ray_executor import RayExecutor
 
 
 def executor_for(settings: Settings) -> Executor:
     """The executor ``settings.executor`` names; Ray starts (or is joined) on its first task."""
     if settings.executor == "ray":
-        from unirag.executors.ray_executor import RayExecutor
-
         return RayExecutor(settings.ray)
     return LocalExecutor()
 

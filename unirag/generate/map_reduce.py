@@ -55,8 +55,9 @@ from unirag.errors import MethodError
 from unirag.generate.direct import MARGIN
 from unirag.generate.plan import AnswerPlan, extract_answer
 from unirag.llm.base import ChatRequest
-from unirag.prompts.prompt import Prompt
+from unirag.llm.batch import complete_all
 from unirag.operators.context import ContextItem, QueryState
+from unirag.prompts.prompt import Prompt
 from unirag.text.replies import read_points
 from unirag.text.tokenizer import Tokenizer, get_tokenizer
 
@@ -180,8 +181,6 @@ def ask_points(
     max_points: int, unparsed_score: float, trace: StagedAnswer,
 ) -> None:
     """One request per ``fields`` (concurrently); the scored points go into ``trace``."""
-    from unirag.llm.batch import complete_all
-
     settings = state.resources.settings
     requests = [state.request(template, stage, max_tokens=max_tokens, temperature=settings.chat.temperature,
                               json_mode=True, **f) for f in fields]

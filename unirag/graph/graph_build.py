@@ -15,13 +15,16 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from unirag.graph.graph_store import GraphStore
-from unirag.graph.projections import GRAPH_TYPES, new_chunk_links, shared_entity_links
-from unirag.graph.merge import MergedGraph, accumulate, long_descriptions, shorten_items
-from unirag.graph.merge_update import STATE_VERSION, MergePlan, extend_graph, merge_states, plan_merge
 from unirag.config import Settings, config_hash
 from unirag.errors import ConfigError
 from unirag.executors import executor_for
+from unirag.executors.base import batched
+from unirag.graph.extract_llm import LlmExtractor, plan_groups
+from unirag.graph.extract_nlp import NlpBatch, NlpExtractor
+from unirag.graph.graph_store import GraphStore
+from unirag.graph.merge import MergedGraph, accumulate, long_descriptions, shorten_items
+from unirag.graph.merge_update import STATE_VERSION, MergePlan, extend_graph, merge_states, plan_merge
+from unirag.graph.projections import GRAPH_TYPES, new_chunk_links, shared_entity_links
 from unirag.llm.base import ChatModel
 from unirag.llm.factory import Models
 from unirag.progress import Progress
@@ -47,10 +50,7 @@ def make_extractor(settings: Settings, models: Models, prompts: PromptLibrary | 
     """The extractor the settings name; an LLM extractor asks ``prompts`` (a workspace's own files first)."""
     kind = settings.graph.resolved_extractor(settings.chat)
     if kind == "nlp":
-        from unirag.graph.extract_nlp import NlpExtractor
-
         return NlpExtractor(batch_size=settings.graph.nlp_batch_size, n_process=settings.graph.resolved_nlp_processes())
-    from unirag.graph.extract_llm import LlmExtractor
 
     return LlmExtractor(models.chat, settings.graph, settings.chat.temperature, prompts)
 
@@ -73,16 +73,11 @@ def run_extraction(
         return extractor.name, []
     with progress.task(f"extracting entities ({extractor.name.split(':')[0]})", total=len(pending)) as advance:
         if hasattr(extractor, "extract_groups"):
-            from unirag.graph.extract_llm import plan_groups
-
             groups = plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call)
             for extractions in extractor.extract_groups(groups, settings.concurrency):
                 store.save_extractions(extractor.name, extractions)
                 advance(len(extractions))
         elif executor.remote:
-            from unirag.executors.base import batched
-            from unirag.graph.extract_nlp import NlpBatch
-
             batches = batched(pending, settings.ray.batch_size)
             for _, extractions in executor.map(NlpBatch.of(extractor), batches, retries=settings.ray.max_retries,
                                                desc="extract entities (nlp)"):

@@ -88,8 +88,9 @@ from typing import Any
 
 import numpy as np
 
-from unirag.hierarchy.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
+from unirag.hierarchy.attach import AttachPolicy, attach_targets
 from unirag.hierarchy.communities import Community, EntityGraph, HierarchyResult, community_id
+from unirag.hierarchy.layered import Ask, BuildModels, HierarchyStats, LevelStats, Summary, ask_all
 from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
 from unirag.index.line_tokens import LineTokens, load_line_tokens, save_line_tokens
 
@@ -275,8 +276,6 @@ def carried_leiden(
     Reports follow as usual: unchanged communities hit the cache.
     """
     from scipy.sparse import coo_matrix
-
-    from unirag.hierarchy.attach import AttachPolicy, attach_targets
 
     n = len(graph)
     row = {entity: i for i, entity in enumerate(graph.ids)}

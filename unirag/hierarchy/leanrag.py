@@ -97,8 +97,6 @@ from typing import Any, Literal
 import numpy as np
 
 from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
-from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
-                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
@@ -108,6 +106,9 @@ from unirag.hierarchy.communities import (
     level_communities,
 )
 from unirag.hierarchy.community_store import CommunityStore
+from unirag.hierarchy.jit_cache import cached_umap
+from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
+                                  ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.hierarchy.leanrag_links import (LinkBasis, PreviousLinks, link_bases_name, load_link_bases,
                                             previous_link_levels, relation_hashes, save_link_bases)
 from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
@@ -197,8 +198,6 @@ def _reduce(x: np.ndarray, config: LeanragConfig) -> np.ndarray:
         return x
     # UMAP's spectral initialisation needs n_components < n - 1; smaller layers use PCA.
     if config.reducer == "umap" and n > dims + 2:
-        from unirag.hierarchy.jit_cache import cached_umap
-
         reducer = cached_umap().UMAP(n_neighbors=max(2, min(UMAP_NEIGHBORS, n - 1)), n_components=dims, metric="cosine",
                             random_state=config.seed, n_jobs=1)
         return np.asarray(reducer.fit_transform(x), dtype=np.float64)
@@ -394,8 +393,6 @@ def _truncated(text: str, budget: int, tokenizer: Tokenizer) -> str:
     if len(text) <= budget and (text.isascii() or len(text.encode("utf-8")) <= budget):
         return text
     return tokenizer.truncate(text, budget)
-
-
 
 
 def _as_text(value: Any) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from unirag.index.term_counts import count_terms
 from unirag.workspace import atomic_directory, atomic_write_bytes
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ class Bm25Index:
 
     @classmethod
     def build(cls, texts: list[str], ids: list[str]) -> Bm25Index:
-        from unirag.index.term_counts import count_terms
-
         return cls.from_counts(count_terms(
             list(ids), lambda rows: [texts[i] for i in rows], cls.tokenize, cls.signature()))
 

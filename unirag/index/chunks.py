@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from unirag.config import Settings, config_hash
-from unirag.index.bm25 import Bm25Index
 from unirag.executors import model_call_parallelism
+from unirag.index.bm25 import Bm25Index
+from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
+from unirag.index.tfidf import TfidfIndex
 from unirag.index.vector_artifacts import build_text_vectors, vector_paths
 from unirag.llm.base import EmbeddingModel
 from unirag.progress import Progress
@@ -74,8 +76,6 @@ def _build_lexical(
     counts, then manifest: a build killed between them is redone from whichever counts
     file is there, which says itself which chunks it counted (chunk ids are content
     hashes: an id names one text)."""
-    from unirag.index.term_counts import count_terms, load_term_counts, save_term_counts
-
     directory = workspace.artifact_path(name)
     ids = workspace.corpus.chunk_ids()
     fingerprint = config_hash({"chunks": ids, **config})
@@ -121,8 +121,6 @@ def build_chunk_bm25(workspace: Workspace, progress: Progress | None = None) -> 
 
 def build_chunk_tfidf(workspace: Workspace, progress: Progress | None = None) -> bool:
     """Sparse TF-IDF matrix over chunk texts (KGP's seed retrieval); False when up to date."""
-    from unirag.index.tfidf import TfidfIndex
-
     return _build_lexical(
         workspace, CHUNK_TFIDF, "chunks.tfidf", "building TF-IDF matrix", TfidfIndex,
         {"library": "scikit-learn", **TfidfIndex.CONFIG}, progress or Progress(),

@@ -38,6 +38,7 @@ from unirag.index.synonym_search import (
     update_neighbour_lists,
     usable_names,
 )
+from unirag.index.vector_artifacts import load_vectors, open_vector_index
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
 
@@ -79,8 +80,6 @@ def build_synonym_edges(workspace: Workspace, load_graph: Callable[[], Any], inp
     """Build the artifact from ``entity_name_vectors`` (``inputs``: its fingerprint; ``load_graph``
     gives the merged graph's entity names, read only when a build is due); False when current.
     A whole previous build is updated (only new, changed and affected entities searched)."""
-    from unirag.index.vector_artifacts import load_vectors, open_vector_index
-
     config = config or SynonymConfig()
     fingerprint = config_hash({"needs": inputs, "config": asdict(config)})
     path = synonym_path(workspace)

@@ -40,6 +40,10 @@ from typing import Any
 import numpy as np
 
 from unirag.config import Settings, config_hash
+from unirag.executors import model_call_parallelism
+from unirag.graph.graph_build import make_extractor, run_extraction
+from unirag.graph.merge import normalize_name
+from unirag.index.vector_artifacts import embed_in_length_order
 from unirag.llm.factory import Models
 from unirag.progress import Progress
 from unirag.workspace import Workspace, atomic_path
@@ -116,8 +120,6 @@ class PassagePart:
 
 def read_passage(text: str, names: list[str]) -> PassagePart:
     """One passage's part: ``names`` are the extractor's names for it."""
-    from unirag.graph.merge import normalize_name
-
     keyed: dict[str, list[str]] = {}
     for name in names:
         key = normalize_name(name)
@@ -268,10 +270,6 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
 
     After a corpus change only new passages are read and only their new sentences and entity
     names embedded: unchanged passages' parts and vectors come from the last build."""
-    from unirag.graph.graph_build import make_extractor, run_extraction
-    from unirag.executors import model_call_parallelism
-    from unirag.index.vector_artifacts import embed_in_length_order
-
     nlp_settings = settings.model_copy(update={"graph": settings.graph.model_copy(update={"extractor": "nlp"})})
     directory = workspace.artifact_path(TRI_GRAPH)
     chunk_ids = workspace.corpus.chunk_ids()

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from unirag.config import config_hash
+from unirag.index.pgvector_index import PgVectorIndex, table_name
 from unirag.index.vectors import (
     HnswIndex,
     RowMatch,
@@ -229,8 +230,6 @@ def save_vector_artifact(
         }, files=vector_files(workspace, file_stem))
 
     if workspace.backend.vector_tables:
-        from unirag.index.pgvector_index import PgVectorIndex, table_name
-
         with progress.task(f"writing pgvector index ({key})"), workspace.db:
             save_vectors()
             labels = read_ids_file(HnswIndex.ids_path(hnsw_path)).get("labels") if previous is not None else None
@@ -315,7 +314,5 @@ def open_vector_index(workspace: Workspace, key: str, file_stem: str) -> VectorI
     workspace.manifest.checkout(key)
     hnsw_path = vector_paths(workspace, file_stem)[1]
     if workspace.backend.vector_tables:
-        from unirag.index.pgvector_index import PgVectorIndex, table_name
-
         return PgVectorIndex.load(workspace.db, table_name(file_stem), HnswIndex.ids_path(hnsw_path)).labelled(key)
     return HnswIndex.load(hnsw_path).labelled(key)

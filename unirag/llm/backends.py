@@ -7,6 +7,8 @@ from __future__ import annotations
 from unirag.config import EMBEDDED_CHAT_MODEL, EMBEDDED_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, Settings
 from unirag.errors import ConfigError
 from unirag.llm.base import ChatModel, EmbeddingModel
+from unirag.llm.embedded import EmbeddedChat, EmbeddedEmbedder
+from unirag.llm.wordllama_embedder import WordLlamaEmbedder
 
 
 def backend_chat(settings: Settings) -> ChatModel:
@@ -15,7 +17,7 @@ def backend_chat(settings: Settings) -> ChatModel:
     if chat.resolved_provider == "openai":
         if not chat.base_url:
             raise ConfigError("chat.provider is openai but chat.base_url is not set (UNIRAG_CHAT_BASE_URL)")
-        from unirag.llm.openai_compat import OpenAIChat
+        from unirag.llm.openai_compat import OpenAIChat  # deferred: it imports httpx (the embedded model needs none)
 
         if chat.model == EMBEDDED_CHAT_MODEL:
             raise ConfigError("chat.base_url is set but chat.model is not: name the server's model (UNIRAG_CHAT_MODEL)")
@@ -25,7 +27,6 @@ def backend_chat(settings: Settings) -> ChatModel:
         raise ConfigError(
             f"chat.model '{chat.model}' needs an endpoint: set chat.base_url (the embedded model is {EMBEDDED_CHAT_MODEL})"
         )
-    from unirag.llm.embedded import EmbeddedChat
 
     return EmbeddedChat(chat.model, chat.context_window, chat.n_threads, chat.embedded_time_limit)
 
@@ -37,7 +38,7 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
             raise ConfigError(
                 "embedding.provider is openai but embedding.base_url is not set (UNIRAG_EMBEDDING_BASE_URL)"
             )
-        from unirag.llm.openai_compat import OpenAIEmbedder
+        from unirag.llm.openai_compat import OpenAIEmbedder  # deferred: it imports httpx
 
         if emb.model == EMBEDDED_EMBEDDING_MODEL:
             raise ConfigError(
@@ -50,7 +51,6 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
     if emb.model == FAST_EMBEDDING_MODEL:
         if emb.int8_kernels:
             raise ConfigError(f"embedding.int8_kernels applies to the embedded MiniLM only; unset it for {emb.model}")
-        from unirag.llm.wordllama_embedder import WordLlamaEmbedder
 
         return WordLlamaEmbedder(emb.model)
     if emb.model != EMBEDDED_EMBEDDING_MODEL:
@@ -58,6 +58,5 @@ def backend_embedder(settings: Settings) -> EmbeddingModel:
             f"embedding.model '{emb.model}' needs an endpoint: set embedding.base_url "
             f"(the embedded models are {EMBEDDED_EMBEDDING_MODEL} and {FAST_EMBEDDING_MODEL})"
         )
-    from unirag.llm.embedded import EmbeddedEmbedder
 
     return EmbeddedEmbedder(emb.model, emb.n_threads, int8_kernels=emb.int8_kernels)

@@ -32,6 +32,7 @@ import numpy as np
 from unirag.errors import LLMError, UniragError, import_optional
 from unirag.llm.base import TIME_LIMIT, ChatEvent, ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
 from unirag.llm.degeneration import DegenerationGuard
+from unirag.llm.minilm_int8 import load_int8_kernel_session, user_cache_dir
 from unirag.llm.streaming import ChunkAssembler, estimate_prompt_tokens, final_response
 
 _END = object()  # marks the end of a streamed reply in its queue
@@ -113,8 +114,6 @@ class EmbeddedEmbedder:
             return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
 
         if self._int8_kernels:
-            from unirag.llm.minilm_int8 import load_int8_kernel_session, user_cache_dir
-
             cache = self._model_cache or user_cache_dir()
             self._session = load_int8_kernel_session(model, cache, open_session, self._warn)
         else:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from unirag.config import Settings
 from unirag.executors.base import Executor
+from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
 from unirag.llm.backends import backend_chat, backend_embedder
 from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, UsageLedger
 from unirag.llm.cache import ResponseCache
@@ -109,11 +110,10 @@ def build_async_chat(settings: Settings, cache: ResponseCache | None, backend: C
     semaphore belong to the loop they first ran on. Charge a ledger with
     :class:`unirag.llm.async_layers.AsyncAccountedChat`.
     """
-    from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
-
     policy = retry_policy(settings, on_retry)
     inner: AsyncChatModel = ThreadedChat(backend)
     if type(backend).__name__ == "OpenAIChat":  # checked by name: no httpx import for the embedded model
+        # deferred: both import httpx, which the embedded model never needs
         from unirag.llm.openai_async import AsyncOpenAIChat
         from unirag.llm.openai_compat import OpenAIChat
 

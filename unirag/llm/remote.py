@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from unirag.config import Settings, config_hash
 from unirag.executors.base import Executor
+from unirag.llm.backends import backend_chat, backend_embedder
 from unirag.llm.base import ChatModel, ChatRequest, ChatResponse, EmbeddingBatch, EmbeddingModel
 
 #: CPUs a model call holds on the cluster: a call to an HTTP endpoint mostly waits, the
@@ -49,7 +50,6 @@ class ClientRecipe:
         """A new client (unloaded: the embedded models load on their first call)."""
         if self.builder is not None:
             return self.builder()
-        from unirag.llm.backends import backend_chat, backend_embedder
 
         return backend_chat(self.settings) if self.kind == "chat" else backend_embedder(self.settings)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from unirag.errors import RetryableLLMError
 from unirag.llm.base import ChatEvent, ChatModel, ChatRequest, ChatResponse, clean_model_text
+from unirag.text.tokenizer import get_tokenizer
 
 #: The tokenizer that estimates usage when a server streams none: the chunking default.
 ESTIMATE_ENCODING = "cl100k_base"
@@ -81,8 +82,6 @@ def _count(usage: dict[str, Any] | None, key: str) -> int | None:
 
 
 def estimate_tokens(text: str) -> int:
-    from unirag.text.tokenizer import get_tokenizer
-
     return get_tokenizer(ESTIMATE_ENCODING).count(text) if text else 0
 
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from unirag.errors import MethodError
+from unirag.operators.registry import conversion_registry, operator_registry
+from unirag.prompts.prompt import PromptLibrary, is_prompt_path
 
 SPEC_DIR = Path(__file__).parent / "specs"
 #: What a method's direct-generation or stop prompt is filled with.
@@ -127,8 +129,6 @@ class MethodSpec(BaseModel):
 
     def requires(self) -> list[str]:
         """Workspace artifacts the operators need (derived, never declared twice)."""
-        from unirag.operators.registry import operator_registry
-
         registry = operator_registry()
         out: list[str] = []
         for call in self.calls():
@@ -140,8 +140,6 @@ class MethodSpec(BaseModel):
     def check(self, where: str) -> MethodSpec:
         """Every operator and conversion must exist; params must be known ones, of the
         types (and in the ranges) the operator function's annotations give."""
-        from unirag.operators.registry import conversion_registry, operator_registry
-
         operators, conversions = operator_registry(), conversion_registry()
         for name in self.question:
             if name not in conversions:
@@ -162,7 +160,6 @@ class MethodSpec(BaseModel):
             missing = [need for need in spec.needs_for(call.params) if need not in provided]
             if missing:
                 raise MethodError(f"{where}: {at}: operator {call.op} needs question conversion {', '.join(missing)}")
-        from unirag.prompts.prompt import PromptLibrary
 
         prompts = [("generation.prompt", self.generation.prompt)] + [
             (f"operators[{position}].repeat.until", step.repeat.until) for position, step in enumerate(self.operators)
@@ -215,8 +212,6 @@ def parse_spec(path: Path) -> MethodSpec:
 
 def _prompt_paths_from(spec: MethodSpec, folder: Path) -> MethodSpec:
     """A prompt the spec names by a relative path is relative to the spec file (as a user reads it)."""
-    from unirag.prompts.prompt import is_prompt_path
-
     def anchored(prompt: str) -> str:
         return str(folder / prompt) if is_prompt_path(prompt) and not Path(prompt).is_absolute() else prompt
 

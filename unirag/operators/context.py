@@ -11,20 +11,28 @@ import numpy as np
 
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
+from unirag.graph.graph_store import GraphStore
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.index.bm25 import Bm25Index
+from unirag.index.chunks import CHUNK_BM25, CHUNK_TFIDF, CHUNK_VECTORS
+from unirag.index.synonyms import SYNONYM_EDGES, load_synonym_edges
+from unirag.index.tfidf import TfidfIndex
+from unirag.index.tri_graph import TRI_GRAPH, load_tri_graph
+from unirag.index.vector_artifacts import load_vectors, open_vector_index
+from unirag.index.vectors import embedding_mismatch
 from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
+from unirag.operators.graph_index import GraphIndex
 from unirag.progress import Progress
+from unirag.prompts.answer_style import answer_prompt
 from unirag.prompts.prompt import Prompt, PromptLibrary
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
-    from unirag.index.bm25 import Bm25Index
     from unirag.hierarchy.communities import Community
     from unirag.index.synonyms import SynonymEdges
     from unirag.index.tri_graph import TriGraph
-    from unirag.index.tfidf import TfidfIndex
     from unirag.index.vectors import VectorIndex
-    from unirag.operators.graph_index import GraphIndex
 
 T = TypeVar("T")
 
@@ -105,8 +113,6 @@ class Resources:
         entry = self.workspace.manifest.entry(artifact) or {}
         built_with = entry.get("config", {}).get("model")
         if built_with and built_with != model:
-            from unirag.index.vectors import embedding_mismatch
-
             raise embedding_mismatch(artifact, built_with, model)
 
     def chunk_hnsw(self, embedding_model: str) -> VectorIndex:
@@ -117,31 +123,20 @@ class Resources:
 
     @property
     def _chunk_hnsw(self) -> VectorIndex:
-        from unirag.index.chunks import CHUNK_VECTORS
-        from unirag.index.vector_artifacts import open_vector_index
-
         return self._artifact(CHUNK_VECTORS, lambda: open_vector_index(self.workspace, CHUNK_VECTORS, CHUNK_VECTORS))
 
     @property
     def chunk_bm25(self) -> Bm25Index:
-        from unirag.index.bm25 import Bm25Index
-        from unirag.index.chunks import CHUNK_BM25
-
         return self._artifact(CHUNK_BM25, lambda: Bm25Index.load(self.workspace.artifact_path("chunks.bm25")))
 
     def graph(self) -> GraphIndex:
         """The merged graph as sparse matrices (:class:`GraphIndex`), loaded once."""
-        from unirag.graph.graph_store import GraphStore
-        from unirag.operators.graph_index import GraphIndex
-
         return self._artifact("graph", lambda: GraphIndex.from_columns(GraphStore(self.workspace).load_columns(),
                                                                        self.workspace.corpus.chunk_ids()))
 
     def vectors(self, key: str, file_stem: str | None = None, embedding_model: str | None = None) -> VectorIndex:
         """The HNSW index of a vector artifact (``entity_vectors``, ``relation_vectors``,
         ``community_vectors:graphrag``, ...), checked against the query's embedding model."""
-        from unirag.index.vector_artifacts import open_vector_index
-
         if embedding_model and key not in self._loaded:
             self.check_embedding_model(key, embedding_model)
         stem = file_stem or key.replace(":", ".")
@@ -150,28 +145,20 @@ class Resources:
     def vector_matrix(self, key: str, embedding_model: str) -> tuple[list[str], np.ndarray]:
         """(ids, every vector) of a vector artifact, memory-mapped: for scores over all rows
         (HippoRAG 2 normalises fact and passage scores over the whole corpus)."""
-        from unirag.index.vector_artifacts import load_vectors
-
         self.check_embedding_model(key, embedding_model)
         stem = key.replace(":", ".")
         return self._artifact(key, lambda: load_vectors(self.workspace, key, stem), cache_key=f"{key}#matrix")
 
     def synonym_edges(self) -> SynonymEdges:
         """HippoRAG 2's synonym edges between entities (``synonym_edges``)."""
-        from unirag.index.synonyms import SYNONYM_EDGES, load_synonym_edges
-
         return self._artifact(SYNONYM_EDGES, lambda: load_synonym_edges(self.workspace))
 
     def tri_graph(self) -> TriGraph:
         """LinearRAG's Tri-Graph (``tri_graph``)."""
-        from unirag.index.tri_graph import TRI_GRAPH, load_tri_graph
-
         return self._artifact(TRI_GRAPH, lambda: load_tri_graph(self.workspace))
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
-        from unirag.hierarchy.community_store import CommunityStore
-
         return self._artifact(
             f"communities:{hierarchy}",
             lambda: {c.id: c for c in CommunityStore(self.workspace).load(hierarchy)},
@@ -185,9 +172,6 @@ class Resources:
 
     @property
     def chunk_tfidf(self) -> TfidfIndex:
-        from unirag.index.chunks import CHUNK_TFIDF
-        from unirag.index.tfidf import TfidfIndex
-
         return self._artifact(CHUNK_TFIDF, lambda: TfidfIndex.load(self.workspace.artifact_path("chunks.tfidf")))
 
     def entity_items(self, scored: list[tuple[str, float]], operator: str) -> list[ContextItem]:
@@ -311,8 +295,6 @@ class QueryState:
 
     def answer_prompt(self, name: str) -> Prompt:
         """The final answer prompt ``name`` in the settings' ``generate.style`` and ``generate.language``."""
-        from unirag.prompts.answer_style import answer_prompt
-
         generate = self.resources.settings.generate
         return answer_prompt(self.resources.prompts, name, generate.style, generate.language)
 

@@ -15,12 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, repeat
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from unirag.graph.graph_store import GraphColumns
+from unirag.graph.graph_store import GraphColumns
 
 
 def _incidence(rows: list[list[str]], column: dict[str, int], n_cols: int) -> Any:
@@ -72,8 +71,6 @@ class GraphIndex:
     @classmethod
     def from_graph(cls, graph: Any, chunk_ids: list[str]) -> GraphIndex:
         """Build from a :class:`~unirag.graph.merge.MergedGraph` and the corpus's chunk ids."""
-        from unirag.graph.graph_store import GraphColumns
-
         return cls.from_columns(GraphColumns.of_graph(graph), chunk_ids)
 
     @classmethod

@@ -30,13 +30,18 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import numpy as np
 
-from unirag.errors import MethodError, WorkspaceError
 from unirag.artifacts.registry import chnsw_name, tree_names
+from unirag.errors import MethodError, WorkspaceError
+from unirag.graph.graph_store import GraphStore
+from unirag.hierarchy.chnsw import CHnswIndex
+from unirag.hierarchy.community_store import CommunityStore
+from unirag.index.vector_artifacts import load_vectors
+from unirag.index.vectors import embedding_mismatch
 from unirag.operators.context import ContextItem, QueryState, Resources
+from unirag.operators.node import rank
 from unirag.operators.spec import Count, CountOrZero, Level, OperatorSpec
 
 if TYPE_CHECKING:
-    from unirag.hierarchy.chnsw import CHnswIndex
     from unirag.index.vectors import VectorIndex
     from unirag.operators.graph_index import GraphIndex
 
@@ -135,8 +140,6 @@ class VectorRows:
 def vector_rows(resources: Resources, key: str, file_stem: str | None = None) -> VectorRows:
     """The ``.npy`` rows of a vector artifact, for exact scores of a few
     candidates (one row selection and mat-vec), loaded once per process."""
-    from unirag.index.vector_artifacts import load_vectors
-
     def build() -> VectorRows:
         ids, vectors = load_vectors(resources.workspace, key, file_stem or key.replace(":", "."))
         if vectors.ndim != 2 or vectors.shape[0] != len(ids):
@@ -149,8 +152,6 @@ def vector_rows(resources: Resources, key: str, file_stem: str | None = None) ->
 def check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
     """The question's vector must have the artifact's dimension (the same model name may not)."""
     if vectors.ndim == 2 and vectors.shape[0] and vectors.shape[1] != query.shape[0]:
-        from unirag.index.vectors import embedding_mismatch
-
         raise embedding_mismatch(artifact, f"{vectors.shape[1]}-dimension vectors",
                                  f"{query.shape[0]}-dimension vectors")
 
@@ -160,8 +161,6 @@ def check_dim(vectors: np.ndarray, query: np.ndarray, artifact: str) -> None:
 
 def _tree_nodes(resources: Resources, tree: str, ids: list[str]) -> dict[str, tuple[int, str, list[str]]]:
     """(layer, text, children) of the nodes ``ids`` of tree ``tree`` (a lookup of the few hits)."""
-    from unirag.graph.graph_store import GraphStore
-
     if not ids:
         return {}
     store = loaded(resources, "graph_store", (tree,), lambda: GraphStore(resources.workspace))
@@ -208,8 +207,6 @@ def tree_collapsed(state: QueryState, top_k: Count = 4, tree: str = "") -> list[
 
 
 def _chnsw(resources: Resources, hierarchy: str) -> CHnswIndex:
-    from unirag.hierarchy.chnsw import CHnswIndex
-
     key = chnsw_name(hierarchy)
     return loaded(resources, key, (key,),
                   lambda: CHnswIndex.load(resources.workspace.artifact_path(key.replace(":", "."))))
@@ -393,8 +390,6 @@ def hygrag_retrieve(
                       else np.zeros(0, dtype=np.int64))
     rel_hits: list[tuple[str, float]] = []
     if candidates.size:
-        from unirag.operators.node import rank
-
         scores = _relation_scores(state, candidates, query)
         keep = np.isfinite(scores)
         rel_hits = rank(candidates[keep], scores[keep], graph.rel_ids, top_k)
@@ -429,8 +424,6 @@ class LeanragTree:
 
 
 def _leanrag_tree(resources: Resources) -> LeanragTree:
-    from unirag.hierarchy.community_store import CommunityStore
-
     def build() -> LeanragTree:
         parent = {child: c.id for c in resources.communities("leanrag").values() for child in c.children}
         pairs: dict[tuple[str, str], Any] = {}

@@ -21,7 +21,9 @@ from pydantic import Field
 
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState
+from unirag.operators.graph_index import personalized_pagerank
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+from unirag.text.replies import first_list, first_object
 
 if TYPE_CHECKING:
     from unirag.operators.graph_index import GraphIndex
@@ -131,8 +133,6 @@ def _norm(text: str) -> str:
 
 def _reply_items(reply: str) -> list[Any] | None:
     """The list the model chose, from ``{"selected": [...]}`` or a bare list."""
-    from unirag.text.replies import first_list, first_object
-
     obj = first_object(reply)
     if obj is not None:
         for key in ("selected", "entities", "relationships", "choices", "ids", "numbers"):
@@ -295,8 +295,6 @@ def node_ppr(
     ``state.entity_scores`` (for ``relationship.aggregator`` and
     ``chunk.aggregator``) and the top-k entities to ``state.entities``.
     """
-    from unirag.operators.graph_index import personalized_pagerank
-
     if not 0.0 <= damping < 1.0:
         raise MethodError(f"node.ppr: damping must be in [0, 1), not {damping}")
     graph = state.resources.graph()

@@ -19,9 +19,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from unirag.errors import MethodError
+from unirag.graph.graph_store import GraphStore
 from unirag.operators.context import ContextItem, QueryState, Resources
 from unirag.operators.hierarchy import check_dim, check_model, loaded, question_vector, vector_rows
+from unirag.operators.node import rank
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+from unirag.text.replies import first_object, strip_think
+from unirag.text.tokenizer import get_tokenizer
 
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
@@ -49,8 +53,6 @@ def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
     """The passage graph of ``chunk_links:<kind>`` over the chunk-vector rows, built once per process."""
     from scipy.sparse import coo_matrix
 
-    from unirag.graph.graph_store import GraphStore
-
     def build() -> PassageGraph:
         stored = vector_rows(resources, "chunk_vectors")
         links = GraphStore(resources.workspace).load_chunk_links(kind)
@@ -70,8 +72,6 @@ def passage_graph(resources: Resources, kind: str = "pg") -> PassageGraph:
 
 def _evidence_text(reply: str) -> str:
     """The agent's description of the missing evidence (think blocks, JSON wrappers and fences dropped)."""
-    from unirag.text.replies import first_object, strip_think
-
     text = strip_think(reply or "").strip().strip("`").strip()
     obj = first_object(text) if "{" in text else None
     if obj:
@@ -84,8 +84,6 @@ def _evidence_text(reply: str) -> str:
 def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | None, str]:
     """Ask the LLM (prompt ``kgp_next``) what is still missing after ``chunk_id``;
     the embedding of question + reply, or (None, "") when the reply is empty."""
-    from unirag.text.tokenizer import get_tokenizer
-
     chunk = state.resources.workspace.corpus.get_chunks([chunk_id]).get(chunk_id)
     passage = get_tokenizer().truncate(chunk.indexed_text if chunk else "", MAX_PASSAGE_TOKENS)
     prompt = state.prompt(PROMPT)
@@ -101,8 +99,6 @@ def _evidence_vector(state: QueryState, chunk_id: str) -> tuple[np.ndarray | Non
 
 def _tfidf_seeds(state: QueryState, k: int) -> list[tuple[str, float]]:
     """The top-k chunks by TF-IDF cosine to the question (positive scores only), ties by id."""
-    from unirag.operators.node import rank
-
     index = state.resources.chunk_tfidf
     if k <= 0 or index.matrix.shape[1] == 0 or not index.ids:
         return []

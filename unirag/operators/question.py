@@ -24,9 +24,13 @@ import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from unirag.config import Settings
-from unirag.errors import UniragError
+from unirag.errors import QuestionError, UniragError
+from unirag.graph.extract_nlp import NlpExtractor
 from unirag.operators.context import QueryState
 from unirag.operators.spec import ConversionSpec
+from unirag.text.clean import REPLACEMENT, replace_unencodable
+from unirag.text.replies import first_object, repair_json
+from unirag.text.tokenizer import get_tokenizer
 
 if TYPE_CHECKING:
     from unirag.graph.extract_nlp import QuestionTerms
@@ -53,10 +57,6 @@ def check_question(question: str, settings: Settings) -> str:
     (a terminal's undecodable byte, a JSON ``\\ud800``) cannot be hashed, cached or sent
     to a model as UTF-8, so it is replaced as in documents (:mod:`unirag.text.clean`).
     """
-    from unirag.errors import QuestionError
-    from unirag.text.clean import REPLACEMENT, replace_unencodable
-    from unirag.text.tokenizer import get_tokenizer
-
     if not isinstance(question, str) or not question.strip():
         raise QuestionError("the question is empty: ask something")
     question, _ = replace_unencodable(question)
@@ -106,8 +106,6 @@ def _strings(value: Any) -> list[str]:
 
 def _parsed(reply: str) -> Any:
     """The reply's first JSON object, else its first JSON list, else None."""
-    from unirag.text.replies import first_object, repair_json
-
     obj = first_object(reply)
     if obj is not None:
         return obj
@@ -235,8 +233,6 @@ class QuestionReader:
 
     def __init__(self) -> None:
         import threading
-
-        from unirag.graph.extract_nlp import NlpExtractor
 
         self._extractor = NlpExtractor()
         self._lock = threading.Lock()

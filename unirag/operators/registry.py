@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from unirag.operators import question
 from unirag.operators.spec import ConversionSpec, OperatorSpec
 
 OPERATOR_MODULES = ("node", "relationship", "chunk", "subgraph", "community", "hierarchy", "passage",
@@ -32,6 +33,4 @@ def operator_registry() -> dict[str, OperatorSpec]:
 @lru_cache(maxsize=1)
 def conversion_registry() -> dict[str, ConversionSpec]:
     """Every question conversion, by name (``embedding``, ``entities``, ``keywords``)."""
-    from unirag.operators import question
-
     return {spec.name: spec for spec in question.CONVERSIONS}

@@ -22,6 +22,7 @@ from pydantic import Field
 from unirag.errors import MethodError
 from unirag.operators.context import ContextItem, QueryState
 from unirag.operators.spec import Count, CountOrZero, OperatorSpec
+from unirag.text.replies import first_list, first_object
 
 if TYPE_CHECKING:
     from unirag.operators.graph_index import GraphIndex
@@ -365,8 +366,6 @@ def parse_path_numbers(reply: str, count: int) -> list[int] | None:
     list (``[2, 1]``; ``[]`` names none), ``[n]`` markers, ``path n``, bare
     integers; numbers outside 1..count are ignored.
     """
-    from unirag.text.replies import first_list, first_object
-
     text = reply.strip()
     if re.match(r"^\W*none\b", text, re.IGNORECASE):
         return []

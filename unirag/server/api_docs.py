@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request  # the route's annotations are resolved when it is declared
 from fastapi.responses import HTMLResponse
 
+from unirag.errors import import_optional
 from unirag.server.page import STATIC_PREFIX
 
 #: Where the Swagger UI and ReDoc files are served; under the page's prefix, hence key-less.
@@ -37,8 +38,6 @@ def offline_fastapi(**kwargs: Any) -> FastAPI:
     """A ``FastAPI`` app (``kwargs`` as FastAPI's) whose ``/docs`` and ``/redoc`` need no network.
 
     Mounted before the page's ``/static`` so that ``/static/api-docs/...`` reaches these files."""
-    from unirag.errors import import_optional
-
     offline = import_optional("fastapi_offline", "server", "the server's /docs page")
     app: FastAPI = offline.FastAPIOffline(static_url=API_DOCS_ASSETS, redoc_url=None,
                                           swagger_ui_parameters=SWAGGER_UI_PARAMETERS, **kwargs)

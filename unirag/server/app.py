@@ -16,13 +16,17 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from unirag import package_version
+from unirag.api import UniRAG
+from unirag.server.auth import BearerKeyMiddleware
+from unirag.server.errors import install_error_handlers
+from unirag.server.guard import OriginGuardMiddleware, served_names
+from unirag.server.page import install_page
 from unirag.server.settings import ServerSettings
 from unirag.server.state import ServerState
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-
-    from unirag.api import UniRAG
 
 
 def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings | None = None,
@@ -31,14 +35,9 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     or a workspace path (opened now, which must exist, and closed at shutdown; ``overrides`` as
     ``UniRAG``'s). The reader answers from the built artifacts while a job writes
     (``stale_while_writing`` is set on a given UniRAG too)."""
-    from unirag import package_version
-    from unirag.api import UniRAG
+    # deferred: the routes import fastapi, so `import unirag.server.app` stays cheap and works without the extra
     from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
     from unirag.server.api_docs import offline_fastapi
-    from unirag.server.auth import BearerKeyMiddleware
-    from unirag.server.errors import install_error_handlers
-    from unirag.server.guard import OriginGuardMiddleware, served_names
-    from unirag.server.page import install_page
 
     settings = settings or ServerSettings()
     if isinstance(rag_or_workspace, UniRAG):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from unirag.methods.spec import builtin_methods
 from unirag.server.errors import ApiError
 
 if TYPE_CHECKING:
@@ -18,8 +19,6 @@ class MethodCatalog:
 
     def resolve(self, name: str) -> MethodSpec:
         """The spec named ``name`` (case-insensitive name or alias); a 404 naming the known ones."""
-        from unirag.methods.spec import builtin_methods
-
         if not self._by_name:
             for spec in builtin_methods().values():
                 self._by_name.update({alias.lower(): spec for alias in spec.aliases})

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from unirag import package_version
 from unirag.errors import UniragError
 from unirag.server.catalog import MethodCatalog
 from unirag.server.errors import ApiError, one_line
@@ -47,8 +48,6 @@ def told_to_the_agent() -> Iterator[None]:
 def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
     """An MCP server whose tools ask ``rag``; ``top_k`` caps the items per retrieval operator."""
     from mcp.server.mcpserver import MCPServer
-
-    from unirag import package_version
 
     methods = MethodCatalog()
     server = MCPServer(name="unirag", version=package_version(), instructions=(

@@ -105,7 +105,7 @@ def _written(state: ServerState, progress: JobProgress, write: Callable[[UniRAG]
 def _wait_for_writers(state: ServerState) -> None:
     """A query of this server may be building an artifact (or another process writing): let it finish."""
     deadline = time.monotonic() + state.rag.settings.retrieval.build_wait
-    while state.rag.workspace.being_written() and time.monotonic() < deadline:
+    while state.rag.being_written() and time.monotonic() < deadline:
         time.sleep(0.2)
 
 

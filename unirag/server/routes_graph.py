@@ -96,14 +96,11 @@ def with_communities(state: ServerState, page: dict[str, Any], hierarchy: str, l
 
 def built_communities(state: ServerState, hierarchy: str) -> list[Community]:
     """Every community of a built hierarchy; 404 naming the built ones (the name never reaches a path)."""
-    from unirag.hierarchy.community_store import CommunityStore
-
-    workspace = state.rag.workspace
-    built = sorted(name.split(":", 1)[1] for name in workspace.manifest.entries() if name.startswith("communities:"))
+    built = state.rag.hierarchies()
     if hierarchy not in built:
         known = ", ".join(built) or "none built: run 'unirag index -w WS --index graphrag' (or archrag, ...)"
         raise ApiError(404, f"no community hierarchy '{hierarchy}' (built: {known})", "not_found")
-    return CommunityStore(workspace).load(hierarchy)
+    return state.rag.communities(hierarchy)
 
 
 def community_json(c: Community) -> dict[str, Any]:

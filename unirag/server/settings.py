@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from unirag.errors import ConfigError
+from unirag.server.guard import is_loopback
 
 API_KEY_ENV = "UNIRAG_SERVER_API_KEY"
 
@@ -36,8 +37,6 @@ class ServerSettings:
         could read it, upload to it and spend its model budget. ``insecure`` lets it through
         (a container port, an authenticating proxy in front); the warning line to print is
         returned then, None otherwise."""
-        from unirag.server.guard import is_loopback
-
         if self.api_key or is_loopback(self.host):
             return None
         if not self.insecure:

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from unirag.server.catalog import MethodCatalog
 from unirag.server.errors import ApiError
+from unirag.server.graph_pages import GraphIndex
 from unirag.server.jobs import JobProgress, JobQueue
 from unirag.server.settings import ServerSettings
 
 if TYPE_CHECKING:
     from unirag.api import UniRAG
     from unirag.methods.spec import MethodSpec
-    from unirag.server.graph_pages import GraphIndex
 
 #: Graph types the graph routes serve.
 PAGED_GRAPHS = ("kg", "tkg", "rkg", "pg", "hybrid", "tree")
@@ -52,25 +52,17 @@ class ServerState:
 
     def writer(self, progress: JobProgress) -> UniRAG:
         """A UniRAG for one job: its own connection to the workspace, the reader's models."""
-        from unirag.api import UniRAG
-        from unirag.workspace import Workspace
-
-        return UniRAG.attach(Workspace.open(self.rag.root, self.rag.settings.store), self.rag.settings, self.rag.stack,
-                             progress)
+        return self.rag.sibling(progress)
 
     def graph(self, kind: str) -> GraphIndex:
         """The ``kind`` view with its paging index, loaded once per build of its artifact."""
-        from unirag.graph.export import load_view
-        from unirag.server.graph_pages import GraphIndex
-
         if kind not in PAGED_GRAPHS:
             raise ApiError(404, f"unknown graph type '{kind}' (known: {', '.join(PAGED_GRAPHS)})", "not_found")
-        workspace = self.rag.workspace
-        version = (workspace.manifest.entry(GRAPH_ARTIFACT.get(kind, "graph")), workspace.corpus.version())
+        version = self.rag.built_version(GRAPH_ARTIFACT.get(kind, "graph"))
         with self._graph_lock:
             cached = self._graphs.get(kind)
             if cached is None or cached[0] != version:
-                cached = (version, GraphIndex.of(load_view(workspace, kind)))
+                cached = (version, GraphIndex.of(self.rag.graph_view(kind)))
                 self._graphs[kind] = cached
             return cached[1]
 
@@ -79,9 +71,7 @@ class ServerState:
         per artifact behind the corpus or damaged, why. A graph route serves what was built
         (rebuilding a graph may mean model calls, not a GET's work) but never silently: after
         a delete that did not finish, the page says its entities may include deleted ones."""
-        workspace = self.rag.workspace
-        behind = {name: why for name in names
-                  if (why := workspace.manifest.artifact_problem(name)) is not None and why != "missing"}
+        behind = self.rag.artifact_problems(names)
         return {"stale": bool(behind), "stale_artifacts": behind}
 
     def close(self) -> None:

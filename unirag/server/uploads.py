@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unirag.api import as_document
 from unirag.config import Settings
 from unirag.errors import SourceError
 from unirag.server.errors import ApiError
+from unirag.text.loaders import load_documents
 from unirag.text.types import Document
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -56,8 +58,6 @@ def check_upload(filename: str | None, data: bytes) -> Upload:
 
 def load_uploads(root: Path, uploads: Sequence[Upload], settings: Settings) -> tuple[list[Document], list[str]]:
     """The documents of the uploaded files and the loaders' warnings (file names, not temp paths)."""
-    from unirag.text.loaders import load_documents
-
     folder = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
     try:
         paths = []
@@ -89,8 +89,6 @@ def load_uploads(root: Path, uploads: Sequence[Upload], settings: Settings) -> t
 
 def record_documents(payload: Any) -> list[Document]:
     """``[{"text", "title"?, "id"?}, ...]`` or ``{"documents": [...]}`` -> Documents (400 if malformed)."""
-    from unirag.api import as_document
-
     records = payload.get("documents") if isinstance(payload, Mapping) else payload
     if not isinstance(records, list) or not records:
         raise ApiError(400, "expected a JSON list of records {\"text\", \"title\"?, \"id\"?} or {\"documents\": [...]}")

@@ -35,7 +35,9 @@ from unirag.eval.judge.asking import JudgeConfig, judge_pairs, score_absolute
 from unirag.eval.judge.claims import AnswerClaims, ClaimItem, claim_summary, extract_claims
 from unirag.eval.judge.shared import append_rows
 from unirag.eval.judge.verdicts import PairItem, PairVerdict, ScoreItem, ScoreVerdict, read_records
+from unirag.eval.report import plot_win_rates
 from unirag.llm.base import ChatModel
+from unirag.llm.factory import build_stack
 from unirag.progress import Progress
 
 JUDGE_FILE = "judge.jsonl"
@@ -95,8 +97,6 @@ def judge_answers(
 ) -> dict[str, Any]:
     """Judge an eval run's answers with the chat model of ``settings`` (or the endpoint and
     model given), through the workspace's cache, and aggregate ``judge.jsonl``."""
-    from unirag.llm.factory import build_stack
-
     chosen = {key: value for key, value in (("base_url", base_url), ("model", model)) if value}
     judge_settings = settings.model_copy(update={"chat": settings.chat.model_copy(update=chosen)})
     if judge_settings.chat.resolved_provider == "embedded":
@@ -114,8 +114,6 @@ def _finite(value: float) -> float | None:
 def judge_report(out: Path, methods: Sequence[str]) -> dict[str, Any]:
     """Aggregate ``judge.jsonl``: win-rate matrices and heat maps, mean scores, claim
     figures, and per-method columns for the summary table."""
-    from unirag.eval.report import plot_win_rates
-
     records, unreadable = read_records(out / JUDGE_FILE)
     wanted = set(methods)
     pairs = [r for r in records if isinstance(r, PairVerdict) and {r.method_a, r.method_b} <= wanted]
