@@ -346,6 +346,13 @@ def test_settings_page_lists_every_setting() -> None:
     reference = hooks.settings_reference()
     for env_name, path in _field_paths().items():
         assert f"`{'.'.join(path)}` | `{env_name}`" in reference, f"setting {'.'.join(path)} is missing"
+    from dataclasses import fields
+
+    from unirag.artifacts.settings_template import hierarchy_configs
+
+    for name, config in hierarchy_configs().items():  # every registered hierarchy's knobs
+        for field in fields(config):
+            assert f"| `index.{name}.{field.name}` |" in reference, f"setting index.{name}.{field.name} is missing"
     assert hooks.MARKERS["settings"] in (DOCS / "settings.md").read_text(encoding="utf-8")
 
 
