@@ -118,7 +118,30 @@ def settings_reference() -> str:
                 lines += [_cell(doc), ""]
             lines += ["| setting | environment variable | default | what |", "|---|---|---|---|"]
         lines.append(f"| `{path}` | `{env}` | `{_cell(default)}` | {_cell(described)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + hierarchy_settings()) + "\n"
+
+
+def hierarchy_settings() -> list[str]:
+    """The knobs of every ``index.<hierarchy>`` mapping: the fields of each registered hierarchy's
+    settings class (its ``HierarchySpec``) and C-HNSW's, with their defaults, read from the code."""
+    import dataclasses
+
+    from unirag.artifacts.settings_template import hierarchy_configs
+
+    lines = ["", "### Hierarchy settings", "",
+             _cell("Each `index.<hierarchy>` mapping above overrides fields of that hierarchy's settings class; "
+                   "an unknown key is refused in one line when the hierarchy is built."), "",
+             "| setting | default |", "|---|---|"]
+    for name, config in hierarchy_configs().items():
+        for field in dataclasses.fields(config):
+            if field.default is not dataclasses.MISSING:
+                default = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                default = field.default_factory()
+            else:
+                default = "required"
+            lines.append(f"| `index.{name}.{field.name}` | `{_cell(repr(default))}` |")
+    return lines
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
