@@ -57,8 +57,6 @@ from unirag.api_types import AnswerDelta, DocumentInfo, MethodInfo, QueryDone, Q
 from unirag.artifacts.registry import outdated
 from unirag.config import load_settings, override_settings
 from unirag.errors import SourceError
-from unirag.eval.judge.eval_run import judge_answers
-from unirag.eval.runner import EvalPlan, EvalProgress, answer_all, prepare_workspace
 from unirag.graph.export import export_graph, load_view
 from unirag.hierarchy.community_store import CommunityStore
 from unirag.llm.async_layers import AsyncAccountedChat
@@ -79,6 +77,7 @@ if TYPE_CHECKING:
 
     from unirag.config import Settings
     from unirag.eval.datasets import Dataset
+    from unirag.eval.runner import EvalPlan, EvalProgress
     from unirag.graph.projections import GraphView
     from unirag.hierarchy.communities import Community
     from unirag.generate.plan import AnswerPlan
@@ -397,6 +396,8 @@ class UniRAG:
 
     def prepare_eval(self, data: Dataset, specs: Sequence[MethodSpec]) -> dict[str, Any]:
         """Index a benchmark's passages and build what ``specs`` need (``built``: what was built)."""
+        from unirag.eval.runner import prepare_workspace  # evaluation only: a query never loads eval
+
         with self._lock:
             try:
                 return prepare_workspace(self.workspace, self.settings, self.stack, data, list(specs),
@@ -406,12 +407,16 @@ class UniRAG:
 
     def answer_eval(self, plan: EvalPlan) -> EvalProgress:
         """Answer every pending question of ``plan`` with every method; rows go to ``plan.out``."""
+        from unirag.eval.runner import answer_all  # evaluation only: a query never loads eval
+
         return answer_all(self.workspace, self.settings, self.stack, plan, self.progress, self._warned)
 
     def judge_eval(self, rows: Sequence[dict[str, Any]], modes: Sequence[str], out: Path, methods: Sequence[str],
                    **options: Any) -> dict[str, Any]:
         """LLM-judge an eval run's answer ``rows`` through this workspace's response cache
         (``options`` as :func:`~unirag.eval.judge.eval_run.judge_answers`: base_url, model, replicates)."""
+        from unirag.eval.judge.eval_run import judge_answers  # evaluation only: a query never loads eval
+
         return judge_answers(self.settings, self.workspace.cache(), rows, modes, out, methods,
                              progress=self.progress, warn=self._warned, **options)
 

@@ -11,13 +11,6 @@ import numpy as np
 
 from unirag.config import Settings
 from unirag.errors import WorkspaceError
-from unirag.graph.graph_store import GraphStore
-from unirag.hierarchy.community_store import CommunityStore
-from unirag.index.bm25 import Bm25Index
-from unirag.index.chunks import CHUNK_BM25, CHUNK_TFIDF, CHUNK_VECTORS
-from unirag.index.synonyms import SYNONYM_EDGES, load_synonym_edges
-from unirag.index.tfidf import TfidfIndex
-from unirag.index.tri_graph import TRI_GRAPH, load_tri_graph
 from unirag.index.vector_artifacts import load_vectors, open_vector_index
 from unirag.index.vectors import embedding_mismatch
 from unirag.llm.base import ChatRequest
@@ -29,6 +22,8 @@ from unirag.prompts.prompt import Prompt, PromptLibrary
 from unirag.workspace import Workspace
 
 if TYPE_CHECKING:
+    from unirag.index.bm25 import Bm25Index
+    from unirag.index.tfidf import TfidfIndex
     from unirag.hierarchy.communities import Community
     from unirag.index.synonyms import SynonymEdges
     from unirag.index.tri_graph import TriGraph
@@ -122,15 +117,26 @@ class Resources:
         return self._chunk_hnsw
 
     @property
+    # Each artifact's module is imported by its loader below, not at the top: a query imports
+    # only what its method reads (a vanilla query never loads the graph, hierarchy or lexical
+    # modules, about half of a cold query's import time).
+
     def _chunk_hnsw(self) -> VectorIndex:
+        from unirag.index.chunks import CHUNK_VECTORS
+
         return self._artifact(CHUNK_VECTORS, lambda: open_vector_index(self.workspace, CHUNK_VECTORS, CHUNK_VECTORS))
 
     @property
     def chunk_bm25(self) -> Bm25Index:
+        from unirag.index.bm25 import Bm25Index
+        from unirag.index.chunks import CHUNK_BM25
+
         return self._artifact(CHUNK_BM25, lambda: Bm25Index.load(self.workspace.artifact_path("chunks.bm25")))
 
     def graph(self) -> GraphIndex:
         """The merged graph as sparse matrices (:class:`GraphIndex`), loaded once."""
+        from unirag.graph.graph_store import GraphStore
+
         return self._artifact("graph", lambda: GraphIndex.from_columns(GraphStore(self.workspace).load_columns(),
                                                                        self.workspace.corpus.chunk_ids()))
 
@@ -151,14 +157,20 @@ class Resources:
 
     def synonym_edges(self) -> SynonymEdges:
         """HippoRAG 2's synonym edges between entities (``synonym_edges``)."""
+        from unirag.index.synonyms import SYNONYM_EDGES, load_synonym_edges
+
         return self._artifact(SYNONYM_EDGES, lambda: load_synonym_edges(self.workspace))
 
     def tri_graph(self) -> TriGraph:
         """LinearRAG's Tri-Graph (``tri_graph``)."""
+        from unirag.index.tri_graph import TRI_GRAPH, load_tri_graph
+
         return self._artifact(TRI_GRAPH, lambda: load_tri_graph(self.workspace))
 
     def communities(self, hierarchy: str) -> dict[str, Community]:
         """Communities of one hierarchy by id, loaded once."""
+        from unirag.hierarchy.community_store import CommunityStore
+
         return self._artifact(
             f"communities:{hierarchy}",
             lambda: {c.id: c for c in CommunityStore(self.workspace).load(hierarchy)},
@@ -172,6 +184,9 @@ class Resources:
 
     @property
     def chunk_tfidf(self) -> TfidfIndex:
+        from unirag.index.chunks import CHUNK_TFIDF
+        from unirag.index.tfidf import TfidfIndex
+
         return self._artifact(CHUNK_TFIDF, lambda: TfidfIndex.load(self.workspace.artifact_path("chunks.tfidf")))
 
     def entity_items(self, scored: list[tuple[str, float]], operator: str) -> list[ContextItem]:
