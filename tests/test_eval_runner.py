@@ -28,6 +28,7 @@ from unirag.errors import ConfigError, LLMError
 from unirag.eval.datasets import Dataset, Question, load_dataset
 from unirag.eval.jsonl import read_rows
 from unirag.eval.judge import read_records
+from unirag.eval.judge import eval_run
 from unirag.eval.judge.eval_run import JUDGE_FILE, ask_judge, judge_report
 from unirag.eval.report import (
     TIME_COLUMNS,
@@ -693,7 +694,7 @@ def cli_fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         return real_build_stack(settings, cache, chat=judge, embedder=HashEmbedder())
 
     monkeypatch.setattr(cli, "_stack", stack)
-    monkeypatch.setattr(factory, "build_stack", judge_stack)
+    monkeypatch.setattr(eval_run, "build_stack", judge_stack)  # where the judge builds its stack
     return made
 
 
