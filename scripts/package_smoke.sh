@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-PY="${PYTHON:-.venv/bin/python}"
+PY="${PYTHON:-$root/.venv/bin/python}"  # absolute: the checks run from outside the checkout
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 started=$SECONDS
