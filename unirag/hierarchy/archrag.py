@@ -116,7 +116,7 @@ import numpy as np
 
 from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, labels_of
 from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
-                                  ProgressLabels, Summary, SummarySource, build_levels)
+                                      ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.hierarchy.communities import (
     Community,
     CommunityLink,
@@ -127,7 +127,7 @@ from unirag.hierarchy.communities import (
 )
 from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier
 from unirag.index.knn_update import (NeighbourLists, exact_lists, load_neighbour_lists, nearest_lists,
-                                    save_neighbour_lists)
+                                     save_neighbour_lists)
 from unirag.index.unique_ints import unique_ints
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary

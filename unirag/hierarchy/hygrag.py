@@ -110,7 +110,7 @@ import numpy as np
 
 from unirag.hierarchy.attach import AttachPolicy, LevelCarrier, balanced_sizes, bisect
 from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
-                                  ProgressLabels, Summary, SummarySource, build_levels)
+                                      ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.hierarchy.communities import (
     Community,
     CommunityLink,

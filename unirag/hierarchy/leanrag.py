@@ -108,7 +108,7 @@ from unirag.hierarchy.communities import (
 from unirag.hierarchy.community_store import CommunityStore
 from unirag.hierarchy.jit_cache import cached_umap
 from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
-                                  ProgressLabels, Summary, SummarySource, build_levels)
+                                      ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.hierarchy.leanrag_links import (LinkBasis, PreviousLinks, link_bases_name, load_link_bases,
                                             previous_link_levels, relation_hashes, save_link_bases)
 from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCarrier

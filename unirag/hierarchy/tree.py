@@ -80,7 +80,7 @@ import numpy as np
 from unirag.hierarchy.attach import AttachPolicy, LevelCarrier
 from unirag.hierarchy.jit_cache import cached_umap
 from unirag.hierarchy.layered import (Ask, BuildModels, Clustering, HierarchyStats, Layer, LayeredAlgorithm,
-                                  ProgressLabels, Summary, SummarySource, build_levels)
+                                      ProgressLabels, Summary, SummarySource, build_levels)
 from unirag.llm.base import normalise_rows
 from unirag.text.sentences import first_sentence
 
