@@ -169,6 +169,7 @@ def test_graph_neighbourhood_communities_and_details(page: Any, base: str) -> No
     total = httpx.get(f"{base}/stats").json()["graphs"]["kg"]["nodes"]
     assert 0 < len(hubs) <= 60 < total  # a page of the hubs, never the whole graph
     assert "of" in page.inner_text("#graph-status")
+    assert page.locator("#graph-stale").count() == 0  # built on the current corpus: no warning
     shot(page, "06-graph-hubs")
     page.click("#graph-more")
     page.wait_for_function(f"() => window.uniragGraph.nodes().length > {len(hubs)}")
@@ -221,6 +222,25 @@ def test_graph_of_a_larger_neighbourhood(page: Any, base: str) -> None:
     page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(centre)}).emit('tap')")
     page.wait_for_selector("#graph-details .community h3")
     shot(page, "08-graph-hub")
+
+
+def test_graph_view_says_when_the_graph_is_stale(page: Any, tmp_path: Path) -> None:
+    """What a killed ``unirag delete`` leaves (documents gone, the graph built before): the graph
+    view warns instead of showing the old graph as current."""
+    from unirag.workspace import Workspace
+
+    with scripted_rag(tmp_path / "ws") as rag:
+        rag.index(small_corpus(tmp_path), graphs="kg")
+        with running_server(rag) as url:
+            other = Workspace.open(tmp_path / "ws")  # the delete's own process, killed after its first step
+            try:
+                other.corpus.delete_documents([httpx.get(f"{url}/documents").json()[0]["id"]])
+            finally:
+                other.close()
+            open_view(page, url, "graph")
+            page.wait_for_selector("#graph-stale")
+            assert "stale: graph" in page.inner_text("#graph-status")
+            shot(page, "08b-graph-stale")
 
 
 # -- Documents, Stats ---------------------------------------------------------------------------------

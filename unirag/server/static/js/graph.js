@@ -66,7 +66,16 @@ function status(page, cy) {
   const around = page.entity ? `around ${page.entity} (${page.hops} hops)` : "best-connected nodes";
   const hierarchy = page.hierarchy ? ` · coloured by ${page.hierarchy} level ${page.level}` : "";
   replace($("graph-status"), `${page.type}: ${cy.nodes().length} of ${number(page.total_nodes)} nodes ${around}, `,
-    `${cy.edges().length} edges${hierarchy}`);
+    `${cy.edges().length} edges${hierarchy}`, staleNote(page));
+}
+
+// The server flags what it shows when the corpus changed after it was built (a killed index
+// or delete): say so rather than show deleted documents' entities as current.
+function staleNote(page) {
+  if (!page.stale) return "";
+  const names = Object.keys(page.stale_artifacts || {}).join(", ");
+  return el("span", { className: "warning", id: "graph-stale" },
+    ` · stale: ${names || "what is shown"} built before the last corpus change; run unirag index to refresh`);
 }
 
 async function load(append) {
