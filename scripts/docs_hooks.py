@@ -126,20 +126,16 @@ def hierarchy_settings() -> list[str]:
     settings class (its ``HierarchySpec``) and C-HNSW's, with their defaults, read from the code."""
     import dataclasses
 
-    from unirag.artifacts.settings_template import hierarchy_configs
+    from unirag.artifacts.settings_template import field_defaults, hierarchy_configs
 
     lines = ["", "### Hierarchy settings", "",
              _cell("Each `index.<hierarchy>` mapping above overrides fields of that hierarchy's settings class; "
                    "an unknown key is refused in one line when the hierarchy is built."), "",
              "| setting | default |", "|---|---|"]
     for name, config in hierarchy_configs().items():
+        defaults = field_defaults(config)
         for field in dataclasses.fields(config):
-            if field.default is not dataclasses.MISSING:
-                default = field.default
-            elif field.default_factory is not dataclasses.MISSING:
-                default = field.default_factory()
-            else:
-                default = "required"
+            default = defaults.get(field.name, "required")
             lines.append(f"| `index.{name}.{field.name}` | `{_cell(repr(default))}` |")
     return lines
 

@@ -74,18 +74,20 @@ def _is_index(model: BaseModel) -> bool:
     return isinstance(model, IndexSettings)
 
 
-def _dataclass_lines(config: type, depth: int) -> list[str]:
-    pad = "  " * depth
-    lines = []
+def field_defaults(config: type) -> dict[str, Any]:
+    """The default of each field of a settings dataclass that has one, in field order."""
+    defaults: dict[str, Any] = {}
     for field in dataclasses.fields(config):
         if field.default is not dataclasses.MISSING:
-            default = field.default
+            defaults[field.name] = field.default
         elif field.default_factory is not dataclasses.MISSING:
-            default = field.default_factory()
-        else:
-            continue
-        lines.append(f"# {pad}{field.name}: {_scalar(default)}")
-    return lines
+            defaults[field.name] = field.default_factory()
+    return defaults
+
+
+def _dataclass_lines(config: type, depth: int) -> list[str]:
+    pad = "  " * depth
+    return [f"# {pad}{name}: {_scalar(default)}" for name, default in field_defaults(config).items()]
 
 
 def with_store(text: str, store: str | None) -> str:
