@@ -20,6 +20,9 @@ from unirag.errors import import_optional
 from unirag.integrations.source import ContextSource, Retrieved, context_source, item_metadata
 
 if TYPE_CHECKING:
+    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+
     from unirag.api import UniRAG
 
 _PURPOSE = "the LangChain retriever (unirag.integrations.langchain)"
@@ -29,7 +32,7 @@ _retrievers = import_optional("langchain_core.retrievers", "langchain", _PURPOSE
 _documents = import_optional("langchain_core.documents", "langchain", _PURPOSE)
 
 
-def to_documents(retrieved: Retrieved) -> list[Any]:
+def to_documents(retrieved: Retrieved) -> list[Document]:
     """LangChain ``Document``\\ s of a query's context items, in the context's order."""
     return [_documents.Document(page_content=item["text"], metadata=item_metadata(item, retrieved.method),
                                 id=f"{item['kind']}:{item['id']}")
@@ -65,8 +68,9 @@ class UniragRetriever(_retrievers.BaseRetriever):
         key = self.api_key.get_secret_value() if self.api_key else None
         self._source = context_source(self.rag, self.url, key, self.timeout)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return to_documents(self._source.retrieve(query, self.method, self.top_k))
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Any]:
+    async def _aget_relevant_documents(self, query: str, *,
+                                       run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
         return to_documents(await self._source.aretrieve(query, self.method, self.top_k))

@@ -19,6 +19,8 @@ from unirag.errors import import_optional
 from unirag.integrations.source import Retrieved, context_source, item_metadata
 
 if TYPE_CHECKING:
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+
     from unirag.api import UniRAG
 
 _PURPOSE = "the LlamaIndex retriever (unirag.integrations.llama_index)"
@@ -31,7 +33,7 @@ _schema = import_optional("llama_index.core.schema", "llama-index", _PURPOSE)
 SHOWN_METADATA = ("title", "source")
 
 
-def to_nodes(retrieved: Retrieved) -> list[Any]:
+def to_nodes(retrieved: Retrieved) -> list[NodeWithScore]:
     """LlamaIndex ``NodeWithScore``\\ s of a query's context items, in the context's order."""
     nodes = []
     for item in retrieved.items:
@@ -66,8 +68,8 @@ class UniragRetriever(_retrievers.BaseRetriever):
         self.top_k = top_k
         self._source = context_source(rag, url, api_key, timeout)
 
-    def _retrieve(self, query_bundle: Any) -> list[Any]:
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return to_nodes(self._source.retrieve(query_bundle.query_str, self.method, self.top_k))
 
-    async def _aretrieve(self, query_bundle: Any) -> list[Any]:
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return to_nodes(await self._source.aretrieve(query_bundle.query_str, self.method, self.top_k))
