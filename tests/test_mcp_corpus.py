@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -204,3 +205,33 @@ def test_a_write_while_another_process_writes_is_one_line(workspace: Path, tmp_p
 def holder_lock(rag: UniRAG) -> Any:
     """The workspace's write lock, as another ``unirag index`` holds it (a test's own reach)."""
     return rag.workspace.writing()
+
+
+def test_the_cli_serves_the_tools_with_its_files_root(workspace: Path, tmp_path: Path) -> None:
+    """``unirag mcp --files-root DIR`` itself (no model is called: nothing here indexes or asks)."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    root = tmp_path / "files"
+    root.mkdir()
+
+    async def main() -> tuple[Any, ...]:
+        params = StdioServerParameters(command=sys.executable, cwd=str(tmp_path),
+                                       args=["-m", "unirag", "mcp", "-w", str(workspace), "--files-root", str(root)],
+                                       env={**os.environ, "PYTHONPATH": str(TESTS.parent)})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            initialized = await session.initialize()
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            refused = await session.call_tool("add_files", {"paths": [str(tmp_path / "ws" / "unirag.yaml")]})
+            listed = await session.call_tool("list_documents", {})
+            return initialized, tools, refused, listed
+
+    initialized, tools, refused, listed = asyncio.run(main())
+    assert initialized.server_info.version == package_version()
+    assert WRITE_TOOLS <= tools
+    assert "outside the files root" in error_line(refused)  # the workspace lies outside DIR
+    assert result(listed)["total"] == len(result(listed)["documents"]) > 0
+    missing = subprocess.run([sys.executable, "-m", "unirag", "mcp", "-w", str(workspace), "--files-root",
+                              str(tmp_path / "nope")], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, timeout=120)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -119,7 +119,7 @@ def add_corpus_tools(server: "MCPServer", rag: "UniRAG", files_root: Path, jobs:
 
     @server.tool()
     async def add_files(paths: list[str], ctx: Context) -> dict[str, Any]:
-        """Add text files (txt, md, pdf, json, jsonl, ...) to the workspace and index them. Each path must lie
+        """Add files (txt, md, pdf, html, docx, csv, json, jsonl) to the workspace and index them. Each path must lie
         inside the files root (relative paths start there); adding an edited file again replaces its document.
         Returns the index report, as add_text."""
         if not paths:
