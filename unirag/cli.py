@@ -719,7 +719,8 @@ def evaluate(
 ) -> None:
     """Answer every question of a benchmark with every method; write per-question
     rows, a summary table and plots (and, with --judge, LLM-judge verdicts, win
-    rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
+    rates and heat maps). Resumes: rows and verdicts already in OUT are kept, and the
+    summary covers every method ever answered in OUT."""
     from unirag.eval.datasets import load_dataset
     from unirag.eval.judge.eval_run import JUDGE_MODES
     from unirag.eval.report import write_report

@@ -630,12 +630,12 @@ def passage_sentences(passage: str) -> list[list[str]]:
     return [words] if words else []
 
 
-def context_index(context_text: str) -> tuple[set[tuple[str, ...]], frozenset[str]]:
-    """The context's word n-grams (2 to :data:`GROUNDING_NGRAM` long, the shorter ones for
-    stub passages) and its words."""
+def context_index(context_text: str, stubs: bool = True) -> tuple[set[tuple[str, ...]], frozenset[str]]:
+    """The context's word :data:`GROUNDING_NGRAM`-grams and its words; with ``stubs`` also
+    its 2- and 3-grams, which only stub passages (no sentence of 4 words) need."""
     words = _word_tokens(context_text)
-    grams: set[tuple[str, ...]] = set()
-    for n in range(2, GROUNDING_NGRAM + 1):
+    grams = _ngrams(words)
+    for n in range(2, GROUNDING_NGRAM) if stubs else ():
         grams |= _ngrams(words, n)
     return grams, frozenset(words)
 
@@ -703,7 +703,7 @@ def grounded_recall(context_text: str, gold_passages: Sequence[str]) -> float | 
     units = [s for s in (passage_sentences(p) for p in texts) if s]
     if not units:
         return None
-    index = context_index(context_text)
+    index = context_index(context_text, stubs=any(len(s) < GROUNDING_NGRAM for u in units for s in u))
     return sum(_grounded(sentences, index) for sentences in units) / len(units)
 
 
