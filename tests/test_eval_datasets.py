@@ -56,6 +56,7 @@ def test_hotpotqa_dev_set(dev_sets: DevSets) -> None:
     for q in ds.questions[:10]:
         assert set(q.evidence) <= titles
         assert [by_id[i].title for i in q.evidence_ids] == q.evidence
+        assert q.evidence_texts == [by_id[i].text for i in q.evidence_ids]
 
 
 def test_musique_dev_set(dev_sets: DevSets) -> None:
@@ -125,6 +126,7 @@ def test_hotpotqa_hugging_face_layout(tmp_path: Path) -> None:
     assert ds.questions[0].evidence == ["Scott Derrickson", "Ed Wood"]
     texts = [d.text for d in ds.documents()]
     assert texts[0] == "Scott Derrickson (born 1966) is an American director. He lives in Los Angeles."
+    assert ds.questions[0].evidence_texts == texts  # the gold passages' own texts, for grounded recall
 
 
 def test_musique_from_question_paragraphs(tmp_path: Path) -> None:
@@ -147,6 +149,7 @@ def test_musique_from_question_paragraphs(tmp_path: Path) -> None:
     docs = list(ds.documents())
     assert [d.title for d in docs] == ["Album X", "Label Y", "Other"]  # the repeated record adds nothing
     assert ds.questions[0].evidence_ids == [d.id for d in docs[:2]]
+    assert ds.questions[0].evidence_texts == ["Album X was released by Label Y.", "Label Y was founded by Jane Roe."]
 
 
 # ---------------------------------------------------------------- the other benchmarks
@@ -279,6 +282,7 @@ def test_generic_pair() -> None:
     docs = list(ds.documents())
     assert [d.title for d in docs] == ["Marie Curie", "Warsaw", "Pierre Curie"] and all(d.presplit for d in docs)
     assert docs[0].meta["doc_id"] == 0
+    assert q1.evidence_texts == [docs[0].text, docs[1].text] and q3.evidence_texts == []
 
 
 def test_generic_by_name_in_data_dir_and_questions_json_dumps() -> None:

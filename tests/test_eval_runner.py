@@ -191,6 +191,7 @@ def test_answer_all_writes_one_row_per_method_and_question(bench: Bench) -> None
         assert [item["source"] for item in bm25["context"]] == BM25_SOURCES[qid]
         assert bm25["answer"] == BM25_SOURCES[qid][0]
         assert bm25["retrieval"]["evidence_recall"] == BM25_RECALL[qid]
+        assert bm25["retrieval"]["grounded_recall"] == BM25_RECALL[qid]  # its chunks quote whole passages
         assert bm25["metrics"]["accuracy"] == bm25["metrics"]["em"] == BM25_ACCURACY[qid]
         assert bm25["retrieval"]["answer_in_context"] == 1.0  # every gold answer is in its passage
         assert bm25["retrieval"]["passages"] == len(BM25_SOURCES[qid])
@@ -202,11 +203,15 @@ def test_answer_all_writes_one_row_per_method_and_question(bench: Bench) -> None
         gold = QUESTIONS[int(qid[1]) - 1]["evidence"]
         found = titles_of(bench.ws, vanilla)
         assert vanilla["retrieval"]["evidence_recall"] == len(found & set(gold)) / len(gold)
+        assert vanilla["retrieval"]["grounded_recall"] == vanilla["retrieval"]["evidence_recall"]
         assert vanilla["retrieval"]["context_tokens"] > bm25["retrieval"]["context_tokens"]  # 4 passages, not 1-2
 
         zeroshot = by[("zeroshot", qid)]
         assert zeroshot["answer"] == "scripted answer" and zeroshot["context"] == []
-        assert zeroshot["retrieval"]["evidence_recall"] is None  # no passage to count, not a miss
+        # no passage in the context: a miss in the headline, left out of the conditional mean
+        assert zeroshot["retrieval"]["evidence_recall"] == 0.0
+        assert zeroshot["retrieval"]["evidence_recall_with_passage"] is None
+        assert zeroshot["retrieval"]["grounded_recall"] == 0.0
         assert zeroshot["retrieval"]["answer_in_context"] == 0.0
         assert zeroshot["retrieval"]["context_tokens"] == 0
         assert zeroshot["metrics"]["accuracy"] == 0.0
@@ -496,15 +501,26 @@ def test_write_tables_csv_and_markdown_share_columns(tmp_path: Path) -> None:
     assert names[-len(TIME_COLUMNS):] == list(TIME_COLUMNS)
     with open(csv_path, newline="", encoding="utf-8") as handle:
         table = list(csv.reader(handle))
-    assert table[0] == names and len(table) == 3
-    assert dict(zip(names, table[1]))["accuracy"] == "0.5000"
-    assert dict(zip(names, table[1]))["prompt_tokens"] == "250.0"
+    # the CSV adds each mean's n right after it
+    assert [name for name in table[0] if not name.startswith("n_")] == names and len(table) == 3
+    first = dict(zip(table[0], table[1]))
+    assert first["accuracy"] == "0.5000" and first["n_accuracy"] == "4"
+    assert first["prompt_tokens"] == "250.0" and "n_prompt_tokens" not in first
     lines = md_path.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "# Hand-made"
-    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("| method"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
     assert header == names
-    body = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[4:]]
-    assert body == table[1:]
+    body = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[start + 2:]]
+
+    def shown(line: list[str], name: str) -> str:
+        """The CSV's value, with its n where the mean is not over every question."""
+        cells = dict(zip(table[0], line))
+        n = cells.get(f"n_{name}")
+        return cells[name] if n in (None, cells["questions"]) else f"{cells[name] or '–'} (n={n})"
+
+    assert body == [[shown(line, name) for name in names] for line in table[1:]]
+    assert dict(zip(names, body[0]))["evidence_recall"] == "0.5000 (n=3)"  # q3 has no gold evidence
 
 
 def test_plots_write_png_files(tmp_path: Path) -> None:
@@ -744,6 +760,43 @@ def test_cli_eval_writes_answers_tables_and_plots_and_resumes(tmp_path: Path, cl
     assert "| method |" in human.stdout and "0 answered, 4 kept from before, 0 failed" in human.stdout
 
 
+def test_a_resumed_eval_with_other_methods_keeps_every_method_in_the_summaries(
+    tmp_path: Path, cli_fakes: dict[str, Any],
+) -> None:
+    """Run vanilla, then resume the same OUT with bm25 only: summary.csv, summary.md and
+    budget_summary.csv are of every row of answers.jsonl, so both methods stay."""
+    data, ws, out = write_dataset(tmp_path / "data"), tmp_path / "ws", tmp_path / "out"
+    common = ("eval", "-d", data, "-w", ws, "-o", out, "--retrieve-only", "--budget", "50,5000", "-q")
+    ok(*common, "--methods", "vanilla")
+    ok(*common, "--methods", "bm25")
+    with open(out / "summary.csv", encoding="utf-8") as handle:
+        assert [line["method"] for line in csv.DictReader(handle)] == ["vanilla", "bm25"]
+    with open(out / "budget_summary.csv", encoding="utf-8") as handle:
+        assert {line["method"] for line in csv.DictReader(handle)} == {"vanilla", "bm25"}
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "| vanilla |" in summary and "| bm25 |" in summary
+    assert summary.startswith("# data: 3 questions, 2 methods")
+
+
+def test_compare_to_in_eval_and_in_eval_report(tmp_path: Path, cli_fakes: dict[str, Any]) -> None:
+    """``--compare-to`` writes comparison.csv and a summary section; ``unirag eval-report`` redoes
+    the report of an existing OUT without a workspace; a baseline never answered is one line."""
+    data, ws, out = write_dataset(tmp_path / "data"), tmp_path / "ws", tmp_path / "out"
+    common = ("eval", "-d", data, "-w", ws, "-o", out, "--retrieve-only", "--budget", "50", "-q")
+    one_line_error(invoke(*common, "--methods", "bm25", "--compare-to", "vanilla"), "--compare-to vanilla")
+    assert not (out / ANSWERS_FILE).exists()  # refused before any answering
+    result = json.loads(ok(*common[:-1], "--methods", "vanilla,bm25", "--compare-to", "vanilla", "--json").stdout)
+    assert str(out / "comparison.csv") in result["files"]
+    bm25 = [c for c in result["comparisons"] if c["method"] == "bm25"]
+    assert {(c["budget"], c["metric"]) for c in bm25} >= {("full", "grounded_recall"), ("50", "evidence_recall")}
+    assert all(c["n"] == 3 for c in bm25)  # every question has every figure for both methods
+    (out / "comparison.csv").unlink()
+    report = ok("eval-report", out, "--compare-to", "vanilla")
+    assert "## Compared to vanilla" in report.stdout and (out / "comparison.csv").is_file()
+    one_line_error(invoke("eval-report", out, "--compare-to", "hipporag"), "no answers of that method")
+    one_line_error(invoke("eval-report", tmp_path / "nothing"), "no answers")
+
+
 class _open:
     """``with _open(path) as ws``: a workspace closed afterwards."""
 
@@ -826,5 +879,6 @@ def test_budgets_score_each_row_at_every_budget(bench: Bench) -> None:
         whole, tiny = row["budgets"]["100000"], row["budgets"]["1"]
         assert whole["context_tokens"] == row["retrieval"]["context_tokens"]
         assert whole["evidence_recall"] == row["retrieval"]["evidence_recall"]
-        assert tiny["items"] == 0 and tiny["evidence_recall"] is None
+        assert tiny["items"] == 0 and tiny["evidence_recall"] == 0.0 and tiny["grounded_recall"] == 0.0
+        assert tiny["evidence_recall_with_passage"] is None
         assert row["retrieval"]["recall_at"] == {}  # these questions name gold titles, not passage ids

@@ -1,4 +1,4 @@
-"""Command-line interface (typer): init, index, query, methods, stats, eval, questions, export, serve, mcp.
+"""Command-line interface (typer): init, index, query, methods, stats, eval, eval-report, questions, export, serve, mcp.
 
 The package's light modules (errors, progress, store locations, the API's event
 types: standard library only) are imported at the top; every other ``unirag``
@@ -52,6 +52,8 @@ WorkspaceOpt = Annotated[
     Path, typer.Option("--workspace", "-w", envvar="UNIRAG_WORKSPACE", help="workspace directory", show_default=False)
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+CompareOpt = Annotated[str | None, typer.Option("--compare-to", help="baseline method: paired per-question "
+                                                "differences with bootstrap 95% CIs (comparison.csv)")]
 StoreOpt = Annotated[
     str | None, typer.Option("--store", help="where the tables live: sqlite (default) or "
                                              "postgresql://user@host:port/db[?schema=NAME] (setting: store)")
@@ -665,12 +667,12 @@ def stats(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
         )
 
 
-def _write_partial_report(out: Path, data: Any, specs: list[Any]) -> None:
+def _write_partial_report(out: Path, data: Any) -> None:
     """On Ctrl-C during ``eval``: the summary of the rows written so far (the run resumes later)."""
     from unirag.eval.report import write_report
-    from unirag.eval.runner import run_rows
+    from unirag.eval.runner import all_rows
 
-    rows = run_rows(out, {spec.name for spec in specs})
+    rows = all_rows(out)
     if rows:
         write_report(rows, out, f"{data.name}: partial run, {len({r['question_id'] for r in rows})} questions")
         _err(f"partial summary of {len(rows)} answers written to {out / 'summary.md'}")
@@ -708,6 +710,7 @@ def evaluate(
                                                   "(default: the chat model that answers)")] = None,
     judge_model: Annotated[str | None, typer.Option("--judge-model", help="the judge's model name")] = None,
     replicates: Annotated[int, typer.Option("--replicates", help="judgments per pair order / answer")] = 1,
+    compare_to: CompareOpt = None,
     chat_base_url: ChatUrlOpt = None,
     chat_model: ChatModelOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -716,12 +719,13 @@ def evaluate(
 ) -> None:
     """Answer every question of a benchmark with every method; write per-question
     rows, a summary table and plots (and, with --judge, LLM-judge verdicts, win
-    rates and heat maps). Resumes: rows and verdicts already in OUT are kept."""
+    rates and heat maps). Resumes: rows and verdicts already in OUT are kept, and the
+    summary covers every method ever answered in OUT."""
     from unirag.eval.datasets import load_dataset
     from unirag.eval.judge.eval_run import JUDGE_MODES
     from unirag.eval.report import write_report
     from unirag.eval.budget import parse_budgets
-    from unirag.eval.runner import EvalPlan, run_rows
+    from unirag.eval.runner import EvalPlan, all_rows, run_rows
     from unirag.methods.spec import builtin_methods, resolve_method
     from unirag.workspace import Workspace
 
@@ -745,6 +749,9 @@ def evaluate(
         budgets = parse_budgets(budget)
     except ValueError as exc:
         raise UniragError(f"--budget: {exc}") from None
+    wanted = [spec.name for spec in specs]
+    if compare_to and compare_to not in wanted and not run_rows(out, {compare_to}):
+        raise UniragError(f"--compare-to {compare_to}: not among --methods and not answered in {out} before")
     data = load_dataset(dataset, limit=limit, fmt=fmt, data_dir=data_dir)
     with _attached(Workspace.init(workspace, store=settings.store), settings, _show_progress(quiet or as_json)) as rag:
         prepared = rag.prepare_eval(data, specs)
@@ -754,24 +761,53 @@ def evaluate(
         try:
             done = rag.answer_eval(plan)
         except KeyboardInterrupt:
-            _write_partial_report(out, data, specs)
+            _write_partial_report(out, data)
             raise
-        wanted = [spec.name for spec in specs]
         latest = run_rows(out, set(wanted), {q.id for q in data.questions})
         judged: dict[str, Any] = {}
         if judge_modes:
             judged = rag.judge_eval(latest, judge_modes, out, wanted, base_url=judge_llm, model=judge_model,
                                     replicates=replicates)
-    report = write_report(latest, out, f"{data.name}: {len(data.questions)} questions", judged.get("columns", {}))
+    rows = all_rows(out)  # every method ever answered in OUT, not only this run's
+    report = write_report(rows, out, _report_title(data.name, rows), judged.get("columns", {}), compare_to)
     result = {"dataset": data.name, "questions": len(data.questions), "methods": wanted,
               "answered": done.done, "kept": done.skipped, "failed": done.failed,
               "files": report["files"] + judged.get("files", []), "summary": report["summaries"],
-              "judge": {k: v for k, v in judged.items() if k not in ("files", "columns")}}
+              "judge": {k: v for k, v in judged.items() if k not in ("files", "columns")},
+              "comparisons": report["comparisons"]}
     if as_json:
         print(json.dumps(result, indent=2, default=str))
         return
     print((out / "summary.md").read_text(encoding="utf-8"))
     print(f"{done.done} answered, {done.skipped} kept from before, {done.failed} failed; files in {out}")
+
+
+def _report_title(name: str, rows: list[dict[str, Any]]) -> str:
+    methods = len({row["method"] for row in rows})
+    return f"{name}: {len({row['question_id'] for row in rows})} questions, {methods} methods"
+
+
+@app.command("eval-report")
+@_handle_errors
+def eval_report(
+    out: Annotated[Path, typer.Argument(help="an eval output directory (with answers.jsonl)", show_default=False)],
+    compare_to: CompareOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Rewrite the summary tables and plots of an eval run from every row of its answers.jsonl
+    (no model, no workspace); with --compare-to, the paired comparison against that method."""
+    from unirag.eval.report import write_report
+    from unirag.eval.runner import ANSWERS_FILE, all_rows
+
+    rows = all_rows(out)
+    if not rows:
+        raise SourceError(f"{out / ANSWERS_FILE}: no answers (run unirag eval -o {out} first)")
+    report = write_report(rows, out, _report_title(out.name, rows), compare_to=compare_to)
+    if as_json:
+        print(json.dumps({"files": report["files"], "summary": report["summaries"],
+                          "comparisons": report["comparisons"]}, indent=2, default=str))
+        return
+    print((out / "summary.md").read_text(encoding="utf-8"))
 
 
 @app.command("questions")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from unirag.eval.datasets import Question
-from unirag.eval.metrics import answer_in_context, context_tokens, evidence_recall
+from unirag.eval.metrics import answer_in_context, context_tokens, evidence_recall, grounded_recall
 from unirag.operators.context import ContextItem
 
 RECALL_AT = (2, 5)
@@ -66,19 +66,29 @@ def within_budget(items: Sequence[ContextItem], budget: int, count_tokens: Calla
 def retrieval_figures(
     items: Sequence[ContextItem], question: Question, passages: Passages, count_tokens: Callable[[str], int],
 ) -> dict[str, Any]:
-    """Evidence recall, answer in context and size of one context (the whole one or a budget's prefix).
+    """Recalls, answer in context and size of one context (the whole one or a budget's prefix).
 
-    Recall is None where no item leads back to a passage (no context, or only community
-    reports, summaries, paths): there is nothing to count, which is not a 0.
+    * ``grounded_recall``: gold passages whose own text is in the context text
+      (:func:`~unirag.eval.metrics.grounded_recall`), the headline;
+    * ``evidence_recall``: gold passages among the provenance of the items; a context
+      with no item that leads back to a passage (none at all, or only community reports,
+      summaries, paths) found no gold passage, so it scores 0 like any other miss;
+    * ``evidence_recall_with_passage``: the same, None for such a context, so its mean
+      is over the questions whose context has a passage (a conditional figure: the
+      method's n says how many).
+
+    Each is None for a question without the gold data it needs (then it is left out of
+    that mean, and its n says so).
     """
     text = "\n".join(item.text for item in items)
     doc_ids, titles = passages.passages(list(items))
     recall = (evidence_recall(sorted(doc_ids), question.evidence_ids) if question.evidence_ids
               else evidence_recall(sorted(titles), question.evidence))
-    if not any(item.kind in PASSAGE_KINDS for item in items):
-        recall = None
+    has_passage = any(item.kind in PASSAGE_KINDS for item in items)
     return {
+        "grounded_recall": grounded_recall(text, question.evidence_texts),
         "evidence_recall": recall,
+        "evidence_recall_with_passage": recall if has_passage else None,
         "answer_in_context": answer_in_context(text, question.answers) if question.answers else None,
         "context_tokens": context_tokens(text, count_tokens),
         "items": len(items), "passages": len(doc_ids),

@@ -1,11 +1,13 @@
-"""Tables and a plot of budget-matched figures (rows written with ``unirag eval --budget``).
+"""Tables and plots of budget-matched figures (rows written with ``unirag eval --budget``).
 
-One summary per (method, budget, question type): the mean evidence recall, answer in
-context and context tokens of the context cut to the budget (:mod:`unirag.eval.budget`),
-over the method's questions of that type (``all``: every question), with passage
-recall@k of the whole ranking beside them. ``budget_summary.csv`` holds them all (long
-format); ``summary.md`` gets one table per budget; ``evidence_recall_vs_budget.png``
-plots each method's recall against the budget.
+One summary per (method, budget, question type): the mean grounded recall, evidence
+recall (and its conditional mean over questions whose cut context has a passage), answer
+in context and context tokens of the context cut to the budget (:mod:`unirag.eval.budget`),
+over the method's questions of that type (``all``: every question; types only where the
+data gives them), each with its n, and passage recall@k of the whole ranking beside them.
+``budget_summary.csv`` holds them all (long format, an ``n_<figure>`` column beside each
+figure); ``summary.md`` gets one table per budget; ``grounded_recall_vs_budget.png`` and
+``evidence_recall_vs_budget.png`` plot each method's recall against the budget.
 """
 
 from __future__ import annotations
@@ -16,21 +18,29 @@ from pathlib import Path
 from typing import Any
 
 from unirag.eval.budget import RECALL_AT
-from unirag.eval.tables import mean_of, pyplot, table_cell
+from unirag.eval.tables import cell_with_n, put_mean, pyplot, table_cell
 
 ALL = "all"
-FIGURES = ("evidence_recall", "answer_in_context", "context_tokens")
-CSV_COLUMNS = ("method", "budget", "question_type", "questions", *FIGURES, *(f"recall@{k}" for k in RECALL_AT))
+FIGURES = ("grounded_recall", "evidence_recall", "evidence_recall_with_passage", "answer_in_context",
+           "context_tokens")
+AT_K = tuple(f"recall@{k}" for k in RECALL_AT)
+CSV_COLUMNS = ("method", "budget", "question_type", "questions",
+               *(column for name in (*FIGURES, *AT_K) for column in (name, f"n_{name}")))
+#: The figures ``summary.md`` shows per budget, with their headers.
+SHOWN = {"grounded_recall": "grounded recall", "evidence_recall": "evidence recall",
+         "evidence_recall_with_passage": "recall \\| context has a passage", "answer_in_context": "answer in context",
+         "context_tokens": "context tokens"}
 
 
 def question_types(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """The question types of ``rows`` (bridge, comparison; 2hop, 3hop, 4hop), sorted."""
+    """The question types of ``rows`` (bridge, comparison; 2hop, 3hop, 4hop), sorted; none
+    for untyped data."""
     return sorted({row.get("question_type") or "" for row in rows} - {""})
 
 
 def budget_summaries(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Means per (method, budget, question type) over the rows that have budget figures,
-    methods in the order they first appear, budgets ascending, ``all`` first."""
+    """Means (and their n) per (method, budget, question type) over the rows that have
+    budget figures, methods in the order they first appear, budgets ascending, ``all`` first."""
     scored = [row for row in rows if not row.get("error") and row.get("budgets")]
     types = [ALL, *question_types(scored)]
     by_method: dict[str, list[dict[str, Any]]] = {}
@@ -48,9 +58,10 @@ def budget_summaries(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 summary: dict[str, Any] = {"method": method, "budget": budget, "question_type": kind,
                                            "questions": len(chosen)}
                 for name in FIGURES:
-                    summary[name] = mean_of([f.get(name) for f in figures])
+                    put_mean(summary, name, [f.get(name) for f in figures])
                 for k in RECALL_AT:
-                    summary[f"recall@{k}"] = mean_of([r["retrieval"].get("recall_at", {}).get(str(k)) for r in chosen])
+                    put_mean(summary, f"recall@{k}", [r["retrieval"].get("recall_at", {}).get(str(k))
+                                                      for r in chosen])
                 out.append(summary)
     return out
 
@@ -65,33 +76,56 @@ def write_budget_csv(summaries: Sequence[dict[str, Any]], out: Path) -> Path:
     return path
 
 
+def _rank(summary: dict[str, Any]) -> tuple[float, float]:
+    """Best first: grounded recall, then evidence recall (a missing figure last)."""
+    def value(name: str) -> float:
+        return summary.get(name) if summary.get(name) is not None else -1.0
+    return -value("grounded_recall"), -value("evidence_recall")
+
+
 def budget_markdown(summaries: Sequence[dict[str, Any]]) -> str:
-    """One table per budget: recall over all questions and per type, answer in context,
-    tokens, recall@k; methods by recall over all questions, best first."""
+    """One table per budget: the recalls, grounded recall per question type (no type
+    columns for untyped data), answer in context, tokens, recall@k; each mean with its n
+    where it is not over every question; methods best first by grounded recall."""
     types = sorted({s["question_type"] for s in summaries} - {ALL})
-    lines: list[str] = []
+    lines: list[str] = ["", "## Budget-matched contexts", "",
+                        "Each mean is over the method's `questions` unless its cell says (n=...). *Grounded "
+                        "recall* (headline): gold passages whose text is in the cut context. *Evidence recall*: "
+                        "gold passages an item of the cut context came from (entities and relationships bring "
+                        "their source passages), 0 where the cut context holds no passage item; *recall | "
+                        "context has a passage*: its mean over the questions whose cut context has one."]
     for budget in sorted({s["budget"] for s in summaries}):
         at = {(s["method"], s["question_type"]): s for s in summaries if s["budget"] == budget}
-        methods = sorted({m for m, t in at if t == ALL}, key=lambda m: -(at[(m, ALL)]["evidence_recall"] or -1.0))
-        header = ["method", "questions", "evidence recall", *(f"recall {t}" for t in types), "answer in context",
-                  "context tokens", *(f"recall@{k}" for k in RECALL_AT)]
-        lines += ["", f"## Budget {budget:,} tokens", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        methods = sorted({m for m, t in at if t == ALL}, key=lambda m: _rank(at[(m, ALL)]))
+        ranked = [name for name in AT_K if any(s.get(f"n_{name}") for s in at.values())]  # passage rankers only
+        header = ["method", "questions", *SHOWN.values(), *(f"grounded {t}" for t in types), *ranked]
+        lines += ["", f"### Budget {budget:,} tokens", "", "| " + " | ".join(header) + " |",
+                  "|" + "---|" * len(header)]
         for method in methods:
             overall = at[(method, ALL)]
-            cells = [method, table_cell(overall["questions"]), table_cell(overall["evidence_recall"]),
-                     *(table_cell(at.get((method, t), {}).get("evidence_recall")) for t in types),
-                     table_cell(overall["answer_in_context"]), table_cell(overall["context_tokens"]),
-                     *(table_cell(overall.get(f"recall@{k}")) for k in RECALL_AT)]
+            questions = overall["questions"]
+            cells = [method, table_cell(questions),
+                     *(cell_with_n(overall.get(name), overall.get(f"n_{name}"), questions) for name in SHOWN),
+                     *(typed_cell(at.get((method, t))) for t in types),
+                     *(cell_with_n(overall.get(name), overall.get(f"n_{name}"), questions) for name in ranked)]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def plot_recall_vs_budget(summaries: Sequence[dict[str, Any]], out: Path) -> Path | None:
-    """Evidence recall (all questions) against the budget, one line per method."""
+def typed_cell(summary: dict[str, Any] | None) -> str:
+    """Grounded recall over one type's questions, with its n (the type's size or fewer)."""
+    if summary is None:
+        return "–"
+    return f"{table_cell(summary.get('grounded_recall')) or '–'} (n={summary.get('n_grounded_recall', 0)})"
+
+
+def plot_recall_vs_budget(summaries: Sequence[dict[str, Any]], out: Path,
+                          metric: str = "evidence_recall") -> Path | None:
+    """``metric`` (all questions) against the budget, one line per method."""
     points: dict[str, list[tuple[int, float]]] = {}
     for s in summaries:
-        if s["question_type"] == ALL and s["evidence_recall"] is not None:
-            points.setdefault(s["method"], []).append((s["budget"], s["evidence_recall"]))
+        if s["question_type"] == ALL and s.get(metric) is not None:
+            points.setdefault(s["method"], []).append((s["budget"], s[metric]))
     if not points:
         return None
     plt = pyplot()
@@ -106,11 +140,11 @@ def plot_recall_vs_budget(summaries: Sequence[dict[str, Any]], out: Path) -> Pat
     axes.set_xticks(sorted({b for line in points.values() for b, _ in line}),
                     labels=[f"{b:,}" for b in sorted({b for line in points.values() for b, _ in line})])
     axes.set_xlabel("context budget (tokens)")
-    axes.set_ylabel("evidence recall")
+    axes.set_ylabel(metric.replace("_", " "))
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, ncol=2)
     figure.tight_layout()
-    path = out / "evidence_recall_vs_budget.png"
+    path = out / f"{metric}_vs_budget.png"
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
@@ -122,7 +156,8 @@ def write_budget_report(rows: Sequence[dict[str, Any]], out: Path) -> tuple[list
     if not summaries:
         return [], [], ""
     files = [str(write_budget_csv(summaries, out))]
-    plot = plot_recall_vs_budget(summaries, out)
-    if plot is not None:
-        files.append(str(plot))
+    for metric in ("grounded_recall", "evidence_recall"):
+        plot = plot_recall_vs_budget(summaries, out, metric)
+        if plot is not None:
+            files.append(str(plot))
     return summaries, files, budget_markdown(summaries)

@@ -88,8 +88,11 @@ class Question:
     abstract questions). ``evidence`` lists gold supporting passage titles;
     ``evidence_ids`` the :attr:`Document.id` of those passages where the
     dataset gives their text (HotpotQA, 2Wiki, MuSiQue), which is exact where
-    titles repeat. ``answer_sets`` is ALCE's list of short-answer groups, each
-    of which an output should cover (STR-EM); see :attr:`gold_sets`.
+    titles repeat. ``evidence_texts`` holds the gold passages' own texts where
+    the dataset gives them (HotpotQA, 2Wiki, MuSiQue, generic ``Corpus.jsonl``
+    titles), for grounded recall (:func:`unirag.eval.metrics.grounded_recall`).
+    ``answer_sets`` is ALCE's list of short-answer groups, each of which an output
+    should cover (STR-EM); see :attr:`gold_sets`.
     """
 
     id: str
@@ -102,6 +105,7 @@ class Question:
     answer_sets: list[list[str]] = field(default_factory=list)
     evidence_ids: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    evidence_texts: list[str] = field(default_factory=list)
 
     @property
     def gold_sets(self) -> list[list[str]]:
@@ -118,11 +122,12 @@ class Question:
 _HOPS = re.compile(r"^(\d+)hop")
 
 
-def question_type(question: Question) -> str:
+def question_type(question: Question) -> str | None:
     """The kind of reasoning a multi-hop question asks for, where the dataset says it:
     HotpotQA's and 2Wiki's ``type`` (bridge, comparison, ...), MuSiQue's hop count
     (``2hop``/``3hop``/``4hop``: the id's prefix, else the length of its
-    ``question_decomposition``); "" for other datasets."""
+    ``question_decomposition``); None where the data gives none (no default type:
+    a per-type table of invented types would mislead)."""
     kind = question.meta.get("type")
     if isinstance(kind, str) and kind:
         return kind
@@ -130,7 +135,7 @@ def question_type(question: Question) -> str:
     if hops:
         return f"{hops.group(1)}hop"
     steps = question.meta.get("question_decomposition")
-    return f"{len(steps)}hop" if isinstance(steps, list) and steps else ""
+    return f"{len(steps)}hop" if isinstance(steps, list) and steps else None
 
 
 @dataclass
@@ -598,6 +603,7 @@ def _context_questions(source: _Source) -> _Parsed:
                 evidence_ids=[Document(t, passages[t], "").id for t in titles if t in passages],
                 kind="factoid",
                 meta=meta,
+                evidence_texts=[passages[t] for t in titles if t in passages],
             )
 
     def passages() -> Iterator[Document]:
@@ -638,6 +644,7 @@ def _musique(source: _Source) -> _Parsed:
                 evidence_ids=_unique(d.id for d in support),
                 kind="factoid",
                 meta=meta,
+                evidence_texts=_unique(d.text for d in support),
             )
 
     def passages() -> Iterator[Document]:
@@ -1018,6 +1025,23 @@ def _generic(source: _Source) -> _Parsed:
         "kind",
     }
 
+    texts: dict[str, str] = {}
+    scanned: list[bool] = []
+
+    def passage_texts(titles: list[str]) -> list[str]:
+        """The corpus texts of ``titles`` (for grounded recall), scanned once when a question
+        first names evidence. A malformed passage is skipped here: reading the corpus for
+        indexing (:func:`_passages_file`) reports it, with its line."""
+        if titles and not scanned:
+            scanned.append(True)
+            for _, record in _records(corpus, "passage", mapping=True):
+                if not isinstance(record, dict) or not isinstance(record.get("title"), str):
+                    continue
+                text = next((v for k in _TEXT_FIELDS if isinstance(v := record.get(k), str) and v.strip()), None)
+                if text is not None:
+                    texts.setdefault(record["title"], text.strip())
+        return [texts[t] for t in titles if t in texts]
+
     def questions() -> Iterator[Question]:
         for i, (where, record) in enumerate(source.records):
             text = _get(path, where, record, "question", "query")
@@ -1044,15 +1068,17 @@ def _generic(source: _Source) -> _Parsed:
                 e.get("title", "") if isinstance(e, dict) else e
                 for e in (evidence if isinstance(evidence, list) else [evidence])
             ]
+            titles = _unique(_strings(path, where, "evidence", evidence))
             yield Question(
                 id=str(record.get("id") or record.get("_id") or f"{path.stem}-{i}"),
                 question=text.strip(),
                 answers=answers,
-                evidence=_unique(_strings(path, where, "evidence", evidence)),
+                evidence=titles,
                 choices=choices,
                 gold_choice=gold,
                 kind=kind,
                 meta={k: v for k, v in record.items() if k not in known},
+                evidence_texts=passage_texts(titles),
             )
 
     def passages() -> Iterator[Document]:

@@ -20,8 +20,9 @@ chosen where a paper is vague:
 * Multiple-choice accuracy for QuALITY: the chosen option is parsed from the
   free-form output (:func:`parse_choice`).
 * Retrieval level (issue 6): gold-evidence recall among the provenance of the
-  retrieved items, whether a gold answer appears in the context, and the
-  context size in tokens.
+  retrieved items, grounded recall (gold passages whose own text is in the
+  context, :func:`grounded_recall`), whether a gold answer appears in the
+  context, and the context size in tokens.
 
 Nothing here downloads anything: METEOR reads WordNet from the Debian
 ``wordnet-base`` files when they exist and otherwise falls back to exact and
@@ -591,6 +592,119 @@ def evidence_recall(retrieved_sources: Sequence[str], gold_evidence: Sequence[st
         return None
     found = {normalize_answer(s) for s in retrieved_sources}
     return len(gold & found) / len(gold)
+
+
+#: Word n-gram length of :func:`grounded_recall`'s matching; also the shortest sentence it counts.
+GROUNDING_NGRAM = 4
+#: Share of a sentence's words that context n-grams must cover for the sentence to be present.
+SENTENCE_COVERAGE = 0.8
+#: Share of a gold passage's sentences that must be present for the passage to be grounded.
+PASSAGE_SHARE = 0.5
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _word_tokens(text: str) -> list[str]:
+    """Lowercased ``\\w+`` words: punctuation and whitespace, which loaders and chunkers may
+    alter, never decide whether text is present."""
+    return _WORD.findall(text.lower())
+
+
+def _ngrams(words: Sequence[str], n: int = GROUNDING_NGRAM) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def passage_sentences(passage: str) -> list[list[str]]:
+    """The sentences of a passage as word lists, those shorter than :data:`GROUNDING_NGRAM`
+    words left out; a passage with no such sentence (a title-like stub) is one unit whole.
+
+    Sentences end at ``.``, ``!`` or ``?`` followed by whitespace. A wrong split (after
+    "Dr.") only makes shorter pieces of the same text, and each piece is still present
+    exactly where the passage is, so the rule needs no language-aware splitter.
+    """
+    sentences = [words for part in _SENTENCE_END.split(passage)
+                 if len(words := _word_tokens(part)) >= GROUNDING_NGRAM]
+    if sentences:
+        return sentences
+    words = _word_tokens(passage)
+    return [words] if words else []
+
+
+def context_index(context_text: str, stubs: bool = True) -> tuple[set[tuple[str, ...]], frozenset[str]]:
+    """The context's word :data:`GROUNDING_NGRAM`-grams and its words; with ``stubs`` also
+    its 2- and 3-grams, which only stub passages (no sentence of 4 words) need."""
+    words = _word_tokens(context_text)
+    grams = _ngrams(words)
+    for n in range(2, GROUNDING_NGRAM) if stubs else ():
+        grams |= _ngrams(words, n)
+    return grams, frozenset(words)
+
+
+def sentence_coverage(sentence: Sequence[str], context_ngrams: set[tuple[str, ...]],
+                      context_words: frozenset[str] = frozenset()) -> float:
+    """Share of ``sentence``'s words covered by one of its word 4-grams that also occurs in
+    the context. A unit shorter than 4 words (only a stub passage has one) must be found
+    whole: as a word, or as a run of 2 or 3 words."""
+    n = GROUNDING_NGRAM
+    if not sentence:
+        return 0.0
+    if len(sentence) < n:
+        whole = sentence[0] in context_words if len(sentence) == 1 else tuple(sentence) in context_ngrams
+        return 1.0 if whole else 0.0
+    covered = [False] * len(sentence)
+    for i in range(len(sentence) - n + 1):
+        if tuple(sentence[i:i + n]) in context_ngrams:
+            covered[i:i + n] = [True] * n
+    return sum(covered) / len(sentence)
+
+
+def _grounded(sentences: list[list[str]], index: tuple[set[tuple[str, ...]], frozenset[str]]) -> bool:
+    grams, words = index
+    present = sum(sentence_coverage(s, grams, words) >= SENTENCE_COVERAGE for s in sentences)
+    return bool(sentences) and present >= PASSAGE_SHARE * len(sentences)
+
+
+def passage_grounded(passage: str, context_text: str) -> bool:
+    """Whether a gold passage's own text is in the context (the rule of :func:`grounded_recall`)."""
+    return _grounded(passage_sentences(passage), context_index(context_text))
+
+
+def grounded_recall(context_text: str, gold_passages: Sequence[str]) -> float | None:
+    """Fraction of the distinct gold passages whose **text** is in the context; None when
+    no gold passage text is known (the question does not enter the mean).
+
+    :func:`evidence_recall` credits a passage as soon as an item of the context came
+    from it: an entity or relationship brings every passage it was extracted from,
+    though the reader sees only a name and a description. Here the context text must
+    hold the passage itself. The rule, and why:
+
+    * **Words, not characters.** Context and passage become lowercased ``\\w+`` words, so
+      punctuation, whitespace and case (which loaders, chunkers and joiners change) do not
+      matter, and the words do.
+    * **Sentences.** The passage is split into sentences (:func:`passage_sentences`);
+      sentences under 4 words ("Born 1867.") are ignored: too short to tell quotation
+      from coincidence. A stub passage with no longer sentence is one unit.
+    * **A sentence is present** when word 4-grams that occur in the context cover at least
+      80 % of its words (:func:`sentence_coverage`). A verbatim sentence is covered fully.
+      A sentence that a chunk boundary cut, its two halves anywhere in the context (chunks
+      come in the method's order, not the document's), is covered fully when each half
+      has 4 words or more; a half of 1-3 words matches no 4-gram, and the 20 % allowance
+      lets a long sentence (15 words or more) count without that seam fragment. Four
+      words in a row is the shortest run that a paraphrase (an entity description) rarely
+      repeats by chance, while single common words ("the", "was", "born") are everywhere:
+      a bag-of-words overlap would credit any long context.
+    * **A passage is grounded** when at least half of its sentences are present: the
+      reader then has most of what the passage says, and an entity item quoting one
+      sentence of a three-sentence passage does not count.
+
+    The thresholds come from these arguments, not from any measurement.
+    """
+    texts = list(dict.fromkeys(p for p in gold_passages if p and p.strip()))
+    units = [s for s in (passage_sentences(p) for p in texts) if s]
+    if not units:
+        return None
+    index = context_index(context_text, stubs=any(len(s) < GROUNDING_NGRAM for u in units for s in u))
+    return sum(_grounded(sentences, index) for sentences in units) / len(units)
 
 
 def answer_in_context(context_text: str, answers: Sequence[str]) -> float:

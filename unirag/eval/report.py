@@ -1,9 +1,10 @@
 """Summaries and plots of an evaluation run (``answers.jsonl`` rows in, files out).
 
 * ``summary.csv`` / ``summary.md``: one line per method with every metric's
-  mean over the questions that have it, the retrieval-level figures, mean
-  tokens and calls per query, and seconds per query (retrieval without the
-  chat model's share, its p50/p95, generation, total).
+  mean over the questions that have it and that number (``n_<metric>`` columns in
+  the CSV; in the Markdown a cell says "(n=...)" where it is not every question),
+  the retrieval-level figures, mean tokens and calls per query, and seconds per
+  query (retrieval without the chat model's share, its p50/p95, generation, total).
 * ``<metric>_vs_tokens.png``: each method's metric against its mean prompt
   tokens (or context tokens when nothing was generated), the survey's
   cost/quality view.
@@ -12,7 +13,10 @@
   ``evidence_recall_vs_budget.png`` (:mod:`unirag.eval.budget_report`).
 
 Rows of typed questions (HotpotQA bridge/comparison, MuSiQue 2/3/4-hop) also give
-``evidence_recall:<type>`` columns.
+``grounded_recall:<type>`` and ``evidence_recall:<type>`` columns; untyped rows give none.
+
+The report is always of every row of ``answers.jsonl`` (:func:`unirag.eval.runner.all_rows`),
+so a resumed run with fewer methods keeps the others in the tables.
 
 Figures use matplotlib's Agg backend (files only, no display needed).
 """
@@ -27,13 +31,21 @@ from typing import Any
 import numpy as np
 
 from unirag.eval.budget_report import write_budget_report
-from unirag.eval.tables import mean_of, pyplot, table_cell
+from unirag.eval.compare import compare_methods, comparison_markdown, write_comparison_csv
+from unirag.eval.tables import cell_with_n, mean_of, pyplot, put_mean, table_cell
 
-RETRIEVAL_COLUMNS = ("evidence_recall", "answer_in_context", "context_tokens")
+RETRIEVAL_COLUMNS = ("grounded_recall", "evidence_recall", "evidence_recall_with_passage", "answer_in_context",
+                     "context_tokens")
+TYPED = ("grounded_recall", "evidence_recall")  # the recalls also given per question type
 COST_COLUMNS = ("prompt_tokens", "completion_tokens", "llm_calls")
-TYPE_RECALL = "evidence_recall:"  # + a question type (bridge, 2hop, ...): recall over those questions
 TIME_COLUMNS = ("retrieval_s", "retrieval_p50_s", "retrieval_p95_s", "retrieval_cold_s", "retrieval_llm_s",
                 "generate_s", "total_s")
+
+
+N_NOTE = ("Each mean is over the method's questions (`questions`) unless its cell says (n=...): then over "
+          "the n questions that have the figure. `grounded_recall` is the headline (a gold passage counts "
+          "only if its text is in the context); `evidence_recall` counts passages an item came from, 0 for "
+          "a context without passages; `evidence_recall_with_passage` is the recall | context has a passage.")
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -66,12 +78,13 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         summary: dict[str, Any] = {"method": method, "questions": len(ok),
                                    "errors": len(method_rows) - len(ok)}
         for name in metric_names:
-            summary[name] = mean_of([r["metrics"].get(name) for r in ok])
+            put_mean(summary, name, [r["metrics"].get(name) for r in ok])
         for name in RETRIEVAL_COLUMNS:
-            summary[name] = mean_of([r["retrieval"].get(name) for r in ok])
+            put_mean(summary, name, [r["retrieval"].get(name) for r in ok])
         for kind in sorted({r.get("question_type") or "" for r in ok} - {""}):
-            summary[f"{TYPE_RECALL}{kind}"] = mean_of([r["retrieval"].get("evidence_recall") for r in ok
-                                                       if r.get("question_type") == kind])
+            typed = [r for r in ok if r.get("question_type") == kind]
+            for name in TYPED:
+                put_mean(summary, f"{name}:{kind}", [r["retrieval"].get(name) for r in typed])
         for name in COST_COLUMNS:
             summary[name] = mean_of([r["usage"].get(name) for r in ok])
         summary.update({
@@ -86,11 +99,24 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
-    """Table columns: method and counts, answer metrics, retrieval, cost, time."""
-    by_type = sorted({key for s in summaries for key in s if key.startswith(TYPE_RECALL)})
+    """Table columns: method and counts, answer metrics, retrieval, per type, cost, time
+    (each mean's ``n_`` column is not one of them: see :func:`csv_columns`)."""
+    keys = {key for s in summaries for key in s if not key.startswith("n_")}
+    by_type = sorted((key for key in keys if ":" in key and key.split(":")[0] in TYPED),
+                     key=lambda key: (TYPED.index(key.split(":")[0]), key))  # grounded ones first
     fixed = {"method", "questions", "errors", *RETRIEVAL_COLUMNS, *by_type, *COST_COLUMNS, *TIME_COLUMNS}
-    metrics = sorted({key for s in summaries for key in s} - fixed)
+    metrics = sorted(keys - fixed)
     return ["method", "questions", "errors", *metrics, *RETRIEVAL_COLUMNS, *by_type, *COST_COLUMNS, *TIME_COLUMNS]
+
+
+def csv_columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """:func:`columns` with each mean's ``n_<metric>`` right after it."""
+    names: list[str] = []
+    for name in columns(summaries):
+        names.append(name)
+        if any(f"n_{name}" in s for s in summaries):
+            names.append(f"n_{name}")
+    return names
 
 
 def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = "") -> tuple[Path, Path]:
@@ -100,12 +126,14 @@ def write_tables(summaries: Sequence[dict[str, Any]], out: Path, title: str = ""
     csv_path, md_path = out / "summary.csv", out / "summary.md"
     with open(csv_path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(names)
+        writer.writerow(csv_columns(summaries))
         for summary in summaries:
-            writer.writerow([table_cell(summary.get(name)) for name in names])
+            writer.writerow([table_cell(summary.get(name)) for name in csv_columns(summaries)])
     lines = [f"# {title}", ""] if title else []
+    lines += [N_NOTE, ""]
     lines += ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    lines += ["| " + " | ".join(table_cell(s.get(name)) for name in names) + " |" for s in summaries]
+    lines += ["| " + " | ".join(cell_with_n(s.get(name), s.get(f"n_{name}"), s["questions"]) for name in names)
+              + " |" for s in summaries]
     md_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return csv_path, md_path
 
@@ -161,15 +189,22 @@ def headline_metrics(summaries: Sequence[dict[str, Any]]) -> list[str]:
     start, stop = names.index("errors") + 1, names.index(RETRIEVAL_COLUMNS[0])
     judged = ("win_", "score_", "claim")  # one plot each for the judge: its overall figures
     answer = [name for name in names[start:stop] if not name.startswith(judged)]
-    return [*answer, *(n for n in ("win_overall", "score_overall") if n in names), "evidence_recall",
-            "answer_in_context"]
+    return [*answer, *(n for n in ("win_overall", "score_overall") if n in names), "grounded_recall",
+            "evidence_recall", "answer_in_context"]
 
 
 def write_report(
     rows: Sequence[dict[str, Any]], out: Path, title: str = "", extra: dict[str, dict[str, Any]] | None = None,
+    compare_to: str | None = None,
 ) -> dict[str, Any]:
     """Tables and cost/quality plots for ``rows``; ``extra`` adds per-method columns (the
-    judge's win rates and scores). Returns the summaries and the files written."""
+    judge's win rates and scores); ``compare_to`` a baseline method every other one is
+    compared to, question by question (:mod:`unirag.eval.compare`). Returns the summaries,
+    the comparisons and the files written."""
+    comparisons: list[dict[str, Any]] = []
+    compared = ""
+    if compare_to:  # first: an unknown baseline is one line, before any file is rewritten
+        comparisons = compare_methods(rows, compare_to)
     summaries = summarize(rows)
     for summary in summaries:
         summary.update((extra or {}).get(summary["method"], {}))
@@ -180,7 +215,10 @@ def write_report(
             files.append(str(path))
 
     budgets, budget_files, markdown = write_budget_report(rows, out)
-    if markdown:
+    if compare_to:
+        files.append(str(write_comparison_csv(comparisons, out)))
+        compared = comparison_markdown(comparisons)
+    if markdown or compared:
         with open(out / "summary.md", "a", encoding="utf-8") as handle:
-            handle.write(markdown)
-    return {"summaries": summaries, "files": files + budget_files, "budgets": budgets}
+            handle.write(markdown + compared)
+    return {"summaries": summaries, "files": files + budget_files, "budgets": budgets, "comparisons": comparisons}

@@ -9,9 +9,10 @@ failed (a model error after its retries) carry ``error`` and are retried on
 the next run.
 
 Each row has the answer-level metrics of the question's kind
-(:func:`unirag.eval.metrics.score_answer`), the retrieval-level ones (gold
-evidence recall over the provenance of the retrieved items, whether a gold
-answer appears in the context, the context size in tokens), the usage and
+(:func:`unirag.eval.metrics.score_answer`), the retrieval-level ones
+(:func:`unirag.eval.budget.retrieval_figures`: grounded recall, gold evidence
+recall over the provenance of the retrieved items, whether a gold answer
+appears in the context, the context size in tokens), the usage and
 the seconds split into retrieval, the chat time inside retrieval (agent
 operators) and generation.
 """
@@ -62,9 +63,15 @@ def latest_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def run_rows(out: Path, methods: Collection[str], question_ids: Collection[str] | None = None) -> list[dict[str, Any]]:
     """The latest row per (method, question) of ``out/answers.jsonl`` for ``methods`` (and questions)."""
-    rows = latest_rows(read_rows(out / ANSWERS_FILE)[0]).values()
-    return [row for row in rows if row["method"] in methods
+    return [row for row in all_rows(out) if row["method"] in methods
             and (question_ids is None or row["question_id"] in question_ids)]
+
+
+def all_rows(out: Path) -> list[dict[str, Any]]:
+    """The latest row per (method, question) of ``out/answers.jsonl``, every method ever
+    answered there: reports are of these, so a resumed run with fewer methods keeps the
+    others in the tables."""
+    return list(latest_rows(read_rows(out / ANSWERS_FILE)[0]).values())
 
 
 @dataclass

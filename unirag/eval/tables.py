@@ -1,5 +1,5 @@
-"""Small helpers the evaluation reports share: means that skip missing values, table
-cells, and matplotlib without a display."""
+"""Small helpers the evaluation reports share: means that skip missing values (and say
+over how many values they are), table cells, and matplotlib without a display."""
 
 from __future__ import annotations
 
@@ -12,8 +12,31 @@ from unirag.errors import import_optional
 
 def mean_of(values: Sequence[float | None]) -> float | None:
     """The mean of the values that are numbers (None and NaN are left out); None when none is."""
-    kept = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    return sum(kept) / len(kept) if kept else None
+    return mean_and_n(values)[0]
+
+
+def numbers(values: Sequence[float | None]) -> list[float]:
+    """The values that are numbers (None and NaN left out)."""
+    return [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+
+
+def mean_and_n(values: Sequence[float | None]) -> tuple[float | None, int]:
+    """(:func:`mean_of`, how many values it averaged): a mean is only honest with its n."""
+    kept = numbers(values)
+    return (sum(kept) / len(kept) if kept else None), len(kept)
+
+
+def put_mean(summary: dict[str, Any], name: str, values: Sequence[float | None]) -> None:
+    """``summary[name]`` = the mean of ``values``, ``summary["n_" + name]`` = its n."""
+    summary[name], summary[f"n_{name}"] = mean_and_n(values)
+
+
+def cell_with_n(value: Any, n: int | None, questions: int) -> str:
+    """A mean's cell that shows its n where the mean is not over all ``questions``
+    ("0.4000 (n=12)"; "– (n=0)" where no question has the figure)."""
+    if n is None or n == questions:
+        return table_cell(value)
+    return f"{table_cell(value) or '–'} (n={n})"
 
 
 def table_cell(value: Any) -> str:
