@@ -184,6 +184,17 @@ def test_the_key_goes_as_a_bearer_header_and_never_into_messages_or_logs(
     assert KEY not in caplog.text
 
 
+def test_the_key_comes_from_the_environment_only(tmp_path: Path) -> None:
+    (tmp_path / "unirag.yaml").write_text(f"rerank:\n  base_url: http://localhost:8080/v1\n  api_key: {KEY}\n")
+    with pytest.raises(ConfigError) as caught:
+        make_settings(tmp_path)
+    assert "UNIRAG_RERANK_API_KEY" in str(caught.value) and KEY not in str(caught.value)
+    (tmp_path / "unirag.yaml").write_text("rerank:\n  api_key: ${COHERE_API_KEY}\n")
+    settings = make_settings(tmp_path, env={"COHERE_API_KEY": KEY})
+    assert settings.rerank.api_key is not None and settings.rerank.api_key.get_secret_value() == KEY
+    assert make_settings(tmp_path.parent, env={"UNIRAG_RERANK_API_KEY": KEY}).rerank.api_key is not None
+
+
 @pytest.mark.parametrize("fail,words", [(500, "server error 500"), (400, "answered 400"),
                                         ("malformed", "malformed response"), ("stall", "timed out")])
 def test_server_failures_are_one_line(indexed: Workspace, server: RerankServer, fail: int | str, words: str) -> None:

@@ -134,7 +134,7 @@ class RerankSettings(_Section):
 
     base_url: str | None = Field(None, description="e.g. http://localhost:8080/v1 (POSTs base_url/rerank)")
     model: str = Field("", description="the model name sent with api: cohere (empty: not sent)")
-    api_key: SecretStr | None = Field(None, description="set it from the environment (UNIRAG_RERANK_API_KEY)")
+    api_key: SecretStr | None = Field(None, description="from the environment only: UNIRAG_RERANK_API_KEY, or ${VAR} in unirag.yaml")
     api: Literal["cohere", "tei"] = Field(
         "cohere", description="request/response shape: cohere ({documents, top_n} -> results[].relevance_score, "
         "also Jina, vLLM) or tei ({texts} -> [{index, score}])")
@@ -499,7 +499,23 @@ def read_settings_file(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({first})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    check_env_only_keys(data, path)
     return interpolate(data, env, str(path))
+
+
+#: Keys a settings file may name only as ``${VAR}``: newer sections hold no secret in a file
+#: (a file ends up in backups and commits); the chat and embedding keys predate this rule.
+ENV_ONLY_KEYS = (("rerank", "api_key"),)
+
+
+def check_env_only_keys(data: Mapping[str, Any], path: Path) -> None:
+    """A literal value for an :data:`ENV_ONLY_KEYS` key is refused, without ever quoting it."""
+    for section, key in ENV_ONLY_KEYS:
+        block = data.get(section)
+        value = block.get(key) if isinstance(block, Mapping) else None
+        if value is not None and not (isinstance(value, str) and _VAR.fullmatch(value.strip())):
+            raise ConfigError(f"{path}: {section}.{key} must come from the environment: set "
+                              f"{ENV_PREFIX}{section.upper()}_{key.upper()}, or write ${{VAR}} here")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
