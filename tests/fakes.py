@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from unirag.config import Settings, load_settings
-from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, normalise_rows
+from unirag.llm.base import ChatRequest, ChatResponse, EmbeddingBatch, RerankScores, normalise_rows
 from unirag.llm.factory import ModelStack, build_stack
 from unirag.progress import Progress
 
@@ -282,5 +282,26 @@ def make_settings(root: Path | None = None, env: Mapping[str, str] | None = None
     return load_settings(root, flags, env=dict(env or {}))
 
 
-def fake_stack(settings: Settings, workspace: Any, chat: Any = None, embedder: Any = None) -> ModelStack:
-    return build_stack(settings, workspace.cache(), chat=chat or ScriptedChat(), embedder=embedder or HashEmbedder())
+def fake_stack(settings: Settings, workspace: Any, chat: Any = None, embedder: Any = None,
+               reranker: Any = None) -> ModelStack:
+    return build_stack(settings, workspace.cache(), chat=chat or ScriptedChat(), embedder=embedder or HashEmbedder(),
+                       reranker=reranker)
+
+
+def overlap_score(query: str, document: str) -> float:
+    """Share of the query's words that the document holds (what the test rerankers score by)."""
+    words = set(re.findall(r"\w+", query.lower()))
+    return len(words & set(re.findall(r"\w+", document.lower()))) / max(1, len(words))
+
+
+class OverlapReranker:
+    """A deterministic cross-encoder double: scores by :func:`overlap_score`, one call per rerank."""
+
+    name = "overlap-reranker"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str], int]] = []
+
+    def rerank(self, query: str, documents: list[str], top_n: int) -> RerankScores:
+        self.calls.append((query, list(documents), top_n))
+        return RerankScores(tuple(overlap_score(query, document) for document in documents), calls=1)

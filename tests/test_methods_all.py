@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.dev_sets import SAMPLE_DATASETS
-from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
+from tests.fakes import HashEmbedder, OverlapReranker, ScriptedChat, fake_stack, make_settings
 from unirag.artifacts.registry import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
 from unirag.methods.runner import MethodRunner
@@ -29,9 +29,10 @@ HOTPOT = SAMPLE_DATASETS / "hotpotqa"
 # What each method promises to put in the context (survey Table 3 and each spec's source).
 PROMISED: dict[str, set[str]] = {
     "zeroshot": set(), "cot": set(),
-    "bm25": {"chunk"}, "vanilla": {"chunk"},
+    "bm25": {"chunk"}, "vanilla": {"chunk"}, "hybrid": {"chunk"},
+    "hybrid-rerank": {"chunk"}, "vanilla-rerank": {"chunk"},
     "hipporag": {"chunk"}, "fastgraphrag": {"relationship", "chunk"},
-    "hipporag2": {"chunk"}, "linearrag": {"chunk"},
+    "hipporag2": {"chunk"}, "linearrag": {"chunk"}, "hipporag2-rerank": {"chunk"}, "linearrag-rerank": {"chunk"},
     "g-retriever": {"subgraph"}, "tog": {"relationship", "entity"}, "dalk": {"path"},
     "lgraphrag": {"entity", "relationship", "chunk", "community"},
     "ggraphrag": {"community"}, "ggraphrag-c0": {"community"}, "ggraphrag-c1": {"community"},
@@ -84,7 +85,8 @@ def test_method_answers_with_its_promised_context(workspace, question: str, meth
     ws, settings, embedder = workspace
     spec = builtin_methods()[method]
     chat = ScriptedChat(answers={"map_answer": _points, "filter_points": _points})
-    runner = MethodRunner(ws, settings, fake_stack(settings, ws, chat=chat, embedder=embedder))
+    reranker = OverlapReranker()
+    runner = MethodRunner(ws, settings, fake_stack(settings, ws, chat=chat, embedder=embedder, reranker=reranker))
     result = runner.run(spec, question)
     assert result.answer.strip()
     kinds = {item.kind for item in result.context}
@@ -94,6 +96,9 @@ def test_method_answers_with_its_promised_context(workspace, question: str, meth
     if method in PROMISED_ANY:
         assert kinds & PROMISED_ANY[method], f"{method}: got {sorted(kinds)}"
     assert all(item.text.strip() for item in result.context)
+    # A method that reranks asked the cross-encoder once, and its usage shows it.
+    reranks = any(call.op == "context.rerank" for call in spec.calls())
+    assert len(reranker.calls) == int(reranks) and result.usage()["rerank_calls"] == int(reranks)
     data = result.to_json()
     assert any(key.startswith("operator.") for key in data["timings"]) or not spec.operators
     # No chat endpoint configured: the LLM question conversions ran as their zero-LLM twins.

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import schema_url
 from tests.dev_sets import SAMPLE_DATASETS
-from tests.fakes import HashEmbedder, ScriptedChat, fake_stack, make_settings
+from tests.fakes import HashEmbedder, OverlapReranker, ScriptedChat, fake_stack, make_settings
 from unirag.config import Settings
 from unirag.artifacts.registry import BuildContext, ensure_artifacts
 from unirag.llm.base import UsageLedger
@@ -87,7 +87,8 @@ def test_method_answers_the_same_on_both_stores(stores: dict[str, Built], questi
     spec = builtin_methods()[method]
     contexts = {}
     for name, (ws, settings, embedder) in stores.items():
-        result = MethodRunner(ws, settings, fake_stack(settings, ws, chat=_chat(), embedder=embedder)).run(spec, question)
+        stack = fake_stack(settings, ws, chat=_chat(), embedder=embedder, reranker=OverlapReranker())
+        result = MethodRunner(ws, settings, stack).run(spec, question)
         assert result.answer.strip(), f"{method} on {name}: no answer"
         contexts[name] = [(item.kind, item.id, item.score) for item in result.context]
     postgres, sqlite = _modulo_ties(contexts["postgresql"]), _modulo_ties(contexts["sqlite"])

@@ -124,6 +124,31 @@ class EmbeddingSettings(_ModelEndpoint):
         "vectors differ slightly, so an index built without it is embedded again)")
 
 
+class RerankSettings(_Section):
+    """A cross-encoder reranker behind the common rerank HTTP API, for the ``context.rerank``
+    operator (``*-rerank`` methods); unset ``base_url``: no reranker, and a method that reranks
+    says so at query start. ``api: cohere`` POSTs ``{model, query, documents, top_n}`` to
+    ``base_url/rerank`` and reads ``results[].relevance_score`` (Cohere, Jina, vLLM, TEI's
+    ``/v1/rerank``); ``api: tei`` POSTs ``{query, texts}`` and reads ``[{index, score}]`` (TEI's
+    own ``/rerank``). The key is sent as a Bearer header and never printed."""
+
+    base_url: str | None = Field(None, description="e.g. http://localhost:8080/v1 (POSTs base_url/rerank)")
+    model: str = Field("", description="the model name sent with api: cohere (empty: not sent)")
+    api_key: SecretStr | None = Field(None, description="from the environment only: UNIRAG_RERANK_API_KEY, or ${VAR} in unirag.yaml")
+    api: Literal["cohere", "tei"] = Field(
+        "cohere", description="request/response shape: cohere ({documents, top_n} -> results[].relevance_score, "
+        "also Jina, vLLM) or tei ({texts} -> [{index, score}])")
+    timeout: float = Field(30.0, gt=0)
+    batch_size: int = Field(64, gt=0, le=1024, description="documents per rerank call (more: several calls)")
+
+    def describe(self) -> str:
+        """Which reranker scores, in words for a message (host only, never the key)."""
+        from urllib.parse import urlsplit
+
+        host = urlsplit(self.base_url or "").hostname or self.base_url or "?"
+        return f"{self.model or 'reranker'} at {host}"
+
+
 class ChunkingSettings(_Section):
     """Token chunking. 1200/100 is the survey's setting; 600/100 GraphRAG's.
 
@@ -318,6 +343,7 @@ class RaySettings(_Section):
 class Settings(_Section):
     chat: ChatSettings = ChatSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    rerank: RerankSettings = RerankSettings()
     chunking: ChunkingSettings = ChunkingSettings()
     loader: LoaderSettings = LoaderSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
@@ -473,7 +499,23 @@ def read_settings_file(path: Path, env: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({first})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    check_env_only_keys(data, path)
     return interpolate(data, env, str(path))
+
+
+#: Keys a settings file may name only as ``${VAR}``: newer sections hold no secret in a file
+#: (a file ends up in backups and commits); the chat and embedding keys predate this rule.
+ENV_ONLY_KEYS = (("rerank", "api_key"),)
+
+
+def check_env_only_keys(data: Mapping[str, Any], path: Path) -> None:
+    """A literal value for an :data:`ENV_ONLY_KEYS` key is refused, without ever quoting it."""
+    for section, key in ENV_ONLY_KEYS:
+        block = data.get(section)
+        value = block.get(key) if isinstance(block, Mapping) else None
+        if value is not None and not (isinstance(value, str) and _VAR.fullmatch(value.strip())):
+            raise ConfigError(f"{path}: {section}.{key} must come from the environment: set "
+                              f"{ENV_PREFIX}{section.upper()}_{key.upper()}, or write ${{VAR}} here")
 
 
 def read_dotenv(path: Path) -> dict[str, str]:
@@ -600,6 +642,11 @@ embedding:
   batch_size: 32
   # int8_kernels: true   # embedded MiniLM: int8 MatMuls, ~2x faster, vectors differ slightly (re-embeds)
   # model: wordllama-l2-supercat-256   # offline, static vectors: far faster, lower recall (unirag[fast-embed])
+
+# rerank:   # a cross-encoder for the *-rerank methods (TEI, vLLM, Jina, Cohere); key: UNIRAG_RERANK_API_KEY
+  # base_url: http://localhost:8080/v1
+  # model: BAAI/bge-reranker-v2-m3
+  # api: cohere   # or tei: TEI's own /rerank ({query, texts} -> [{index, score}])
 
 chunking:
   size: 1200        # the survey's setting; GraphRAG uses 600

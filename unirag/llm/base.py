@@ -142,6 +142,27 @@ class EmbeddingModel(Protocol):
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch: ...
 
 
+@dataclass(frozen=True)
+class RerankScores:
+    """A reranker's relevance score for every document it was given (input order), and its cost."""
+
+    scores: tuple[float, ...]
+    calls: int = 0
+    tokens: int = 0
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Anything that scores documents against a query (a cross-encoder). ``name`` is for messages."""
+
+    name: str
+
+    def rerank(self, query: str, documents: list[str], top_n: int) -> RerankScores:
+        """A score for each of ``documents``; ``top_n`` (0: all) tells a server how many it
+        must score well: the ones below it may come back without a score (then ``-inf``)."""
+        ...
+
+
 def embedding_cache_key(model: str, text: str) -> str:
     return hashlib.sha256(f"embed\x00{model}\x00{text}".encode()).hexdigest()
 
@@ -178,6 +199,10 @@ class StageUsage:
     embedded_texts: int = 0
     embedding_cache_hits: int = 0
     embedding_tokens: int = 0
+    # Cross-encoder calls (``context.rerank``): calls, documents scored, tokens where the API reports them.
+    rerank_calls: int = 0
+    reranked_documents: int = 0
+    rerank_tokens: int = 0
     seconds: float = 0.0
 
     def add(self, other: StageUsage) -> None:
@@ -227,7 +252,8 @@ class UsageLedger:
                 setattr(usage, name, getattr(usage, name) + value)
             if self.sink is None:
                 return
-            self._unflushed_calls += int(delta.get("llm_calls", 0) + delta.get("embedding_calls", 0))
+            self._unflushed_calls += int(delta.get("llm_calls", 0) + delta.get("embedding_calls", 0)
+                                         + delta.get("rerank_calls", 0))
             if (self._unflushed_calls >= self.flush_calls
                     or time.monotonic() - self._last_flush >= self.flush_seconds):
                 self._flush_locked()

@@ -9,7 +9,7 @@ from unirag.config import Settings
 from unirag.executors.base import Executor
 from unirag.llm.async_layers import AsyncCachedChat, AsyncLimitedChat, AsyncRetryingChat, ThreadedChat
 from unirag.llm.backends import backend_chat, backend_embedder
-from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, UsageLedger
+from unirag.llm.base import AsyncChatModel, ChatModel, EmbeddingModel, Reranker, UsageLedger
 from unirag.llm.cache import ResponseCache
 from unirag.llm.layers import (
     AccountedChat,
@@ -22,15 +22,18 @@ from unirag.llm.layers import (
     RetryPolicy,
 )
 from unirag.llm.remote import ClientRecipe, RemoteChat, RemoteEmbedder
+from unirag.llm.rerank import AccountedReranker, RetryingReranker, backend_reranker
 
 
 @dataclass
 class Models:
-    """The chat and embedding clients of one run, charging one ledger."""
+    """The chat and embedding clients of one run, charging one ledger (and the reranker, when
+    ``rerank.base_url`` configures one)."""
 
     chat: ChatModel
     embedder: EmbeddingModel
     ledger: UsageLedger
+    reranker: Reranker | None = None
 
 
 @dataclass
@@ -51,10 +54,13 @@ class ModelStack:
     embedding_backend: EmbeddingModel | None = None
     recipes: tuple[ClientRecipe | None, ClientRecipe | None] = (None, None)
     on_retry: Callable[[str], None] | None = None
+    # The retried cross-encoder (``context.rerank``); None without ``rerank.base_url``.
+    reranker: Reranker | None = None
 
     def accounted(self, ledger: UsageLedger | None = None) -> Models:
         ledger = ledger if ledger is not None else UsageLedger()
-        return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger)
+        reranker = AccountedReranker(self.reranker, ledger) if self.reranker is not None else None
+        return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger, reranker)
 
 
 def retry_policy(settings: Settings, on_retry: Callable[[str], None] | None = None) -> RetryPolicy:
@@ -67,12 +73,14 @@ def build_stack(
     chat: ChatModel | None = None,
     embedder: EmbeddingModel | None = None,
     on_retry: Callable[[str], None] | None = None,
+    reranker: Reranker | None = None,
 ) -> ModelStack:
     """Wrap backends (built from settings unless given) in the standard layers.
 
     Backends are cheap to construct: the embedded models load on first use, so
     a method that never calls the chat model never loads it. ``on_retry`` gets one
-    line per retry wait (the CLI prints it on stderr).
+    line per retry wait (the CLI prints it on stderr). The reranker (given, else
+    ``rerank.base_url``'s) is retried, never cached: a query reranks its own candidates once.
     """
     policy = retry_policy(settings, on_retry)
     backend = chat or backend_chat(settings)
@@ -84,7 +92,9 @@ def build_stack(
         embed_model = CachedEmbedder(embed_model, cache)
     recipes = (ClientRecipe("chat", settings) if chat is None else None,
                ClientRecipe("embedding", settings) if embedder is None else None)
-    return ModelStack(chat_model, embed_model, backend, embedding_backend, recipes, on_retry)
+    rerank_backend = reranker or backend_reranker(settings)
+    rerank_model = RetryingReranker(rerank_backend, policy) if rerank_backend is not None else None
+    return ModelStack(chat_model, embed_model, backend, embedding_backend, recipes, on_retry, rerank_model)
 
 
 @dataclass
@@ -137,4 +147,4 @@ def run_by(stack: ModelStack, settings: Settings, cache: ResponseCache | None, e
     embedder = (RemoteEmbedder(executor, embedding_recipe, retries) if embedding_recipe is not None
                 else stack.embedding_backend)
     remote = build_stack(settings, cache, chat=chat, embedder=embedder, on_retry=stack.on_retry)
-    return replace(remote, backend=stack.backend, recipes=stack.recipes)
+    return replace(remote, backend=stack.backend, recipes=stack.recipes, reranker=stack.reranker)

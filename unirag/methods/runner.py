@@ -18,6 +18,7 @@ from unirag.generate.modes import plan_answer
 from unirag.generate.plan import AnswerPlan
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
+from unirag.llm.rerank import missing_reranker
 from unirag.methods.spec import MethodSpec, OperatorCall, RepeatBlock, Rounds
 from unirag.methods.stopping import context_suffices
 from unirag.operators.context import ContextItem, QueryState, Resources
@@ -58,6 +59,7 @@ class QueryResult:
             "cut_replies": total.cut_replies,
             "embedding_calls": total.embedding_calls,
             "embedding_cache_hits": total.embedding_cache_hits,
+            "rerank_calls": total.rerank_calls,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -111,6 +113,9 @@ class MethodRunner:
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
                            progress=self.progress)
+        if state.models.reranker is None and any(operator_registry()[call.op].needs_reranker
+                                                  for call in spec.calls()):
+            raise missing_reranker(spec.name)
         conversions = conversion_registry()
         state.conversions = conversions_to_run(spec.question, self.settings)
         for name in state.conversions:
@@ -156,6 +161,7 @@ class MethodRunner:
         found = spec.fn(state, **params)
         for item in found:  # who found each item (an operator that names none: the call's own name)
             item.operator = item.operator or call.op
+        state.ranked_lists.append((call.op, found))
         if emit:
             seen = {(item.kind, item.id) for item in state.items}
             # An element found by two operators appears once, where it was first found.

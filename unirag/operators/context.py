@@ -282,6 +282,9 @@ class QueryState:
     paths: list[list[str]] = field(default_factory=list)  # entity ids along each retrieved path
     entity_scores: np.ndarray | None = None
     items: list[ContextItem] = field(default_factory=list)
+    # What each operator call returned, in call order (``emit: false`` ones included), as
+    # (operator, its items best first): the ranked lists a fusion operator (``chunk.rrf``) merges.
+    ranked_lists: list[tuple[str, list[ContextItem]]] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)  # rounds each ``repeat`` block ran, by its position
     conversions: list[str] = field(default_factory=list)  # question conversions that ran (entities_nlp, ...)

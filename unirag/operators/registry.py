@@ -13,7 +13,7 @@ from unirag.operators import question
 from unirag.operators.spec import ConversionSpec, OperatorSpec
 
 OPERATOR_MODULES = ("node", "relationship", "chunk", "subgraph", "community", "hierarchy", "passage",
-                    "passage_nodes")
+                    "passage_nodes", "fusion", "rerank")
 
 
 @lru_cache(maxsize=1)

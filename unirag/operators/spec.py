@@ -66,6 +66,9 @@ class OperatorSpec:
     # Question conversions that depend on the call's params (a VDB operator searching with
     # LightRAG's keywords needs 'keywords', not 'embedding'); replaces ``needs`` when set.
     needs_fn: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
+    # Calls the cross-encoder (``rerank.*`` settings): a method using it without one configured
+    # stops at query start, before any model call (:func:`unirag.llm.rerank.missing_reranker`).
+    needs_reranker: bool = False
 
     @cached_property
     def signature(self) -> tuple[OperatorParam, ...]:
