@@ -79,6 +79,20 @@ def test_index_in_memory_records(tmp_path: Path) -> None:
             rag.index(documents=[{"title": "no text"}])
 
 
+def test_an_in_memory_record_given_again_replaces_its_earlier_text(tmp_path: Path) -> None:
+    """A record with an id and no file (MCP add_text's source, the server's JSON records) is the
+    newest version of that id; a record without an id, or with another, is left alone."""
+    with make_rag(tmp_path / "ws") as rag:
+        rag.index(documents=[{"title": "Okapi", "text": "The okapi lives in the Congo.", "id": "o1"},
+                             {"title": "Kept", "text": "A text with no id stays."},
+                             {"title": "Other", "text": "Another record.", "id": "o2"}])
+        report = rag.index(documents=[{"title": "Okapi", "text": "The okapi is a forest giraffe.", "id": "o1"}])
+        assert report.to_json()["documents_removed"] == 1
+        docs = {doc.title: doc.sources for doc in rag.documents()}
+        assert docs == {"Okapi": ["#o1"], "Kept": [""], "Other": ["#o2"]}
+        assert "forest giraffe" in rag.query("What is the okapi?", retrieve_only=True).context[0].text
+
+
 def test_query_has_answer_context_and_usage(rag: UniRAG) -> None:
     result = rag.query(QUESTION)
     assert isinstance(result, QueryResult) and result.answer == "paris"

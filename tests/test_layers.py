@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("unirag.generate",),
     ("unirag.methods",),
     ("unirag.pipeline", "unirag.stats", "unirag.eval", "unirag.migrate"),
-    ("unirag.cli", "unirag.__main__", "unirag", "unirag.api", "unirag.server"),
+    ("unirag.cli", "unirag.__main__", "unirag", "unirag.api", "unirag.server", "unirag.integrations"),
 )
 RANK: dict[str, int] = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 

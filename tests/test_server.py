@@ -373,7 +373,8 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
 
     initialized, tools, answered, retrieved, listed, wrong = asyncio.run(session_calls())
     assert initialized.server_info.version == version("unirag")  # was "" before issue 31
-    assert tools == {"query", "retrieve", "list_methods"}
+    assert tools == {"query", "retrieve", "list_methods", "add_text", "add_files", "delete_documents",
+                     "list_documents", "stats"}  # the corpus tools: tests/test_mcp_corpus.py
     assert answered.structured_content["answer"] == "paris" and answered.structured_content["context"]
     citations = answered.structured_content["citations"]
     assert [c["index"] for c in citations] == list(range(1, len(citations) + 1))

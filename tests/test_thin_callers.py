@@ -1,4 +1,5 @@
-"""Issue 30 §5: the CLI, the server and the MCP tools are thin callers of ``UniRAG``.
+"""Issue 30 §5: the CLI, the server, the MCP tools and the framework retrievers (issue 32)
+are thin callers of ``UniRAG``.
 
 A door that calls the pipeline itself skips what the API adds around it (the
 per-object writer lock, dropping the loaded indices after a write) and checks
@@ -21,7 +22,8 @@ from unirag.errors import ConfigError, SourceError
 
 PACKAGE = Path(__file__).resolve().parents[1] / "unirag"
 #: The entry points: each reaches a workspace through ``unirag.api`` only.
-DOORS = [PACKAGE / "cli.py", *sorted((PACKAGE / "server").glob("*.py"))]
+DOORS = [PACKAGE / "cli.py", *sorted((PACKAGE / "server").glob("*.py")),
+         *sorted((PACKAGE / "integrations").glob("*.py"))]
 #: What lies under the API: a door importing it calls around the API.
 UNDER_THE_API = ("unirag.pipeline", "unirag.stats")
 #: ``door: reason`` for a door that must read ``<x>.workspace`` itself (none today: add a UniRAG method first).

@@ -904,14 +904,23 @@ def serve(
 
 @app.command()
 @_handle_errors
-def mcp(workspace: WorkspaceOpt) -> None:
-    """Serve the workspace as MCP tools (query, retrieve, list_methods) on stdin/stdout."""
+def mcp(
+    workspace: WorkspaceOpt,
+    files_root: Annotated[
+        Path | None,
+        typer.Option("--files-root", help="the directory add_files may read from (default: the current one)",
+                     exists=True, file_okay=False, dir_okay=True),
+    ] = None,
+) -> None:
+    """Serve the workspace as MCP tools on stdin/stdout: query, retrieve, list_methods, add_text,
+    add_files, delete_documents, list_documents, stats. add_files reads only files that resolve
+    (symlinks followed) inside --files-root, by default the directory this command runs in."""
     _need_server_extra("mcp", "mcp")
     from unirag.api import UniRAG
     from unirag.server.mcp_tools import serve_stdio
 
     with UniRAG(workspace, create=False, stale_while_writing=True) as rag:
-        serve_stdio(rag)
+        serve_stdio(rag, files_root=files_root)
 
 
 def main() -> None:

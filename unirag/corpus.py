@@ -94,6 +94,17 @@ class Corpus:
         return {doc_id for doc_id in gone
                 if not self.db.execute("SELECT 1 FROM document_sources WHERE doc_id = ?", (doc_id,)).fetchone()}
 
+    def detach_record(self, key: str, keep: set[str] = frozenset()) -> set[str]:
+        """As :meth:`detach_origin` for the record ``key`` of documents given in memory (no
+        file): the earlier versions of that record lose it; returns those left with no origin."""
+        with self.db:
+            gone = {row[0] for row in self.db.execute(
+                "SELECT doc_id FROM document_sources WHERE origin = '' AND record_key = ?", (key,))} - keep
+            self.db.executemany("DELETE FROM document_sources WHERE doc_id = ? AND origin = '' AND record_key = ?",
+                                [(doc_id, key) for doc_id in gone])
+        return {doc_id for doc_id in gone
+                if not self.db.execute("SELECT 1 FROM document_sources WHERE doc_id = ?", (doc_id,)).fetchone()}
+
     def delete_documents(self, doc_ids: Iterable[str], targets: Iterable[str] = ()) -> list[str]:
         """Delete documents with their chunks and origins in one transaction; returns the
         deleted chunk ids (what every derived artifact must forget).

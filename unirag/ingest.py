@@ -10,7 +10,9 @@ the workspace hold exactly what the file holds now: documents it no longer
 yields lose that origin, and a document left with no origin is deleted with
 its chunks and extractions (:func:`remove_documents`). Replacements run after
 the new versions are stored, so a killed run never loses a document; the rerun
-finds the new versions stored and finishes the replacement.
+finds the new versions stored and finishes the replacement. A record given in
+memory with an id and no file (``{"text", "id"}``: the MCP ``add_text`` source, the
+server's JSON records) is replaced the same way when its id comes again.
 """
 
 from __future__ import annotations
@@ -205,6 +207,17 @@ def _replace_and_sync(
         report.chunks_removed += len(remove_documents(workspace, orphans))
 
 
+def _replace_records(workspace: Workspace, loaded: dict[str, set[str]], report: IngestReport) -> None:
+    """A record given in memory with an id (no file) is the newest version of that id: the
+    documents an earlier version left under it lose it, and go when nothing else holds them."""
+    orphans: set[str] = set()
+    for key, doc_ids in loaded.items():
+        orphans |= workspace.corpus.detach_record(key, keep=doc_ids)
+    if orphans:
+        report.documents_removed += len(orphans)
+        report.chunks_removed += len(remove_documents(workspace, orphans))
+
+
 def ingest(
     workspace: Workspace,
     sources: Sequence[str | Path],
@@ -245,6 +258,7 @@ def ingest(
     pending: list[tuple[Document, Iterable[Chunk]]] = []
     known_again: list[Document] = []
     by_origin: dict[str, set[str]] = {}
+    by_record: dict[str, set[str]] = {}  # in-memory records with an id (no file): key -> their documents
 
     def flush() -> None:
         nonlocal must_clear
@@ -269,6 +283,8 @@ def ingest(
             report.documents_seen += 1
             doc_id = doc.id
             by_origin.setdefault(doc.origin, set()).add(doc_id)
+            if not doc.origin and doc.record_key:
+                by_record.setdefault(doc.record_key, set()).add(doc_id)
             if doc_id in seen:
                 report.duplicates += 1
                 known_again.append(doc)
@@ -304,6 +320,8 @@ def ingest(
         workspace.corpus.add_sources(known_again)
     if not rebuild and documents is None:  # given documents may be a partial view of their file
         _replace_and_sync(workspace, by_origin, sources, sync, report)
+    if not rebuild and by_record:
+        _replace_records(workspace, by_record, report)
     counts = workspace.corpus.counts()
     workspace.manifest.set_entry(
         "chunks",

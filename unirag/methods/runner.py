@@ -190,6 +190,8 @@ class MethodRunner:
         # ``emit: false``: the operator only feeds later ones (its candidates), not the context.
         emit = bool(params.pop("emit", True))
         found = spec.fn(state, **params)
+        for item in found:  # who found each item (an operator that names none: the call's own name)
+            item.operator = item.operator or call.op
         if emit:
             seen = {(item.kind, item.id) for item in state.items}
             # An element found by two operators appears once, where it was first found.

@@ -249,7 +249,8 @@ class Resources:
                     text=chunk.indexed_text,
                     score=score,
                     source=chunk.title or chunk.source,
-                    provenance={"doc_id": chunk.doc_id, "chunk_index": chunk.index, "path": chunk.source},
+                    provenance={"doc_id": chunk.doc_id, "chunk_index": chunk.index, "path": chunk.source,
+                                "title": chunk.title or None},
                     operator=operator,
                 )
             )

@@ -1,21 +1,26 @@
 """The MCP server (``unirag mcp``): a workspace as an agent's memory, over stdio.
 
 Tools: ``query`` (an answer with a summary of its sources), ``retrieve`` (the
-context only, no generation) and ``list_methods``. Each calls the Python API's
-async twins on one shared :class:`~unirag.api.UniRAG`; a method is a shipped
-name or alias (no tool argument names a file).
+context only, no generation) and ``list_methods``; a method is a shipped name or
+alias (no tool argument names a file). The corpus tools (:mod:`unirag.server.mcp_corpus`):
+``add_text``, ``add_files`` (files inside the files root only), ``delete_documents``,
+``list_documents`` and ``stats``. Each calls the Python API on one shared
+:class:`~unirag.api.UniRAG` (writes on a sibling of it, one at a time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unirag import package_version
 from unirag.errors import UniragError
 from unirag.server.catalog import MethodCatalog
 from unirag.server.errors import ApiError, one_line
+from unirag.server.jobs import JobQueue
+from unirag.server.mcp_corpus import add_corpus_tools
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -45,14 +50,18 @@ def told_to_the_agent() -> Iterator[None]:
         raise ToolError(one_line(str(exc))) from None
 
 
-def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
-    """An MCP server whose tools ask ``rag``; ``top_k`` caps the items per retrieval operator."""
+def build_mcp_server(rag: UniRAG, top_k: int | None = None, files_root: Path | None = None,
+                     jobs: JobQueue | None = None) -> MCPServer:
+    """An MCP server whose tools ask ``rag``; ``top_k`` caps the items per retrieval operator,
+    ``add_files`` reads files inside ``files_root`` only (default: the working directory),
+    writes run on ``jobs`` (the caller shuts it down: its accepted writes finish first)."""
     from mcp.server.mcpserver import MCPServer
 
     methods = MethodCatalog()
     server = MCPServer(name="unirag", version=package_version(), instructions=(
         f"Graph RAG over the document workspace '{rag.root.name}'. Use 'query' for an answer grounded in "
-        "its documents, 'retrieve' for the passages and graph facts alone, 'list_methods' to choose a method."))
+        "its documents, 'retrieve' for the passages and graph facts alone, 'list_methods' to choose a method; "
+        "'add_text', 'add_files', 'delete_documents' change the documents, 'list_documents' and 'stats' show them."))
 
     def limited(wanted: int | None) -> int | None:
         return min(wanted, top_k) if wanted and top_k else wanted or top_k
@@ -81,9 +90,15 @@ def build_mcp_server(rag: UniRAG, top_k: int | None = None) -> MCPServer:
         return [{"name": info.name, "title": info.title, "description": info.description, "aliases": info.aliases}
                 for info in rag.methods()]
 
+    add_corpus_tools(server, rag, files_root or Path.cwd(), jobs or JobQueue())
     return server
 
 
-def serve_stdio(rag: UniRAG) -> None:
-    """Serve ``rag``'s tools on stdin/stdout until the client closes them."""
-    build_mcp_server(rag).run("stdio")
+def serve_stdio(rag: UniRAG, files_root: Path | None = None) -> None:
+    """Serve ``rag``'s tools on stdin/stdout until the client closes them; ``add_files`` reads
+    files inside ``files_root`` only (default: the working directory)."""
+    jobs = JobQueue()
+    try:
+        build_mcp_server(rag, files_root=files_root, jobs=jobs).run("stdio")
+    finally:
+        jobs.shutdown()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,6 +22,7 @@ from unirag.server.errors import ApiError
 from unirag.server.jobs import JobProgress
 from unirag.server.state import ServerState
 from unirag.server.uploads import UPLOAD_SUFFIXES, check_upload, load_uploads, record_documents
+from unirag.server.writes import written
 from unirag.text.loaders import TOO_DEEP
 from unirag.text.types import Document
 
@@ -94,19 +94,7 @@ async def _uploaded_documents(request: Request, state: State) -> tuple[list[Docu
 
 def _written(state: ServerState, progress: JobProgress, write: Callable[[UniRAG], Any]) -> dict[str, Any]:
     """Run one write (``write(writer)``: an index or delete report) on a writer of its own."""
-    writer = state.writer(progress)
-    try:
-        _wait_for_writers(state)
-        return write(writer).to_json()
-    finally:
-        writer.close()
-
-
-def _wait_for_writers(state: ServerState) -> None:
-    """A query of this server may be building an artifact (or another process writing): let it finish."""
-    deadline = time.monotonic() + state.rag.settings.retrieval.build_wait
-    while state.rag.being_written() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    return written(state.rag, progress, write)
 
 
 @router.delete("/documents/{target:path}", status_code=202,

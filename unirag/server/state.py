@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from unirag.server.catalog import MethodCatalog
 from unirag.server.errors import ApiError
 from unirag.server.graph_pages import GraphIndex
-from unirag.server.jobs import JobProgress, JobQueue
+from unirag.server.jobs import JobQueue
 from unirag.server.settings import ServerSettings
 
 if TYPE_CHECKING:
@@ -49,10 +49,6 @@ class ServerState:
     def method(self, name: str | None) -> MethodSpec:
         """A shipped method by name or alias (default: the workspace's); never a spec file."""
         return self.methods.resolve(name or self.rag.settings.method)
-
-    def writer(self, progress: JobProgress) -> UniRAG:
-        """A UniRAG for one job: its own connection to the workspace, the reader's models."""
-        return self.rag.sibling(progress)
 
     def graph(self, kind: str) -> GraphIndex:
         """The ``kind`` view with its paging index, loaded once per build of its artifact."""
