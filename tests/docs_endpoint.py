@@ -2,8 +2,8 @@
 
 It answers like the scripted model of tests/fakes.py, over real HTTP so that the CLI
 subprocesses of the docs' shell blocks can use it: extraction JSON for extraction prompts,
-NO to YES/NO checks, the title of passage [1] to an answer prompt, a one-line summary
-otherwise; hash embeddings (fakes.HashEmbedder); ``stream: true`` as server-sent events;
+NO to YES/NO checks, the title of passage [1] to an answer prompt, the last question to the
+multi-turn rewrite prompt, a one-line summary otherwise; hash embeddings (fakes.HashEmbedder); ``stream: true`` as server-sent events;
 ``GET /v1/models``. Usage is counted in words, as the scripted model does.
 """
 
@@ -28,6 +28,8 @@ def reply_text(messages: list[dict[str, Any]]) -> str:
     if "Context:" in user:
         match = _FIRST_SOURCE.search(user)
         return match.group(1) if match else "no context"
+    if "Last question:" in user:  # the multi-turn rewrite: the question, unchanged
+        return user.split("Last question:", 1)[1].strip().splitlines()[0]
     return f"summary of {len(user.splitlines())} lines"
 
 

@@ -376,6 +376,9 @@ def test_mcp_tools_over_stdio(tmp_path: Path) -> None:
     assert tools == {"query", "retrieve", "list_methods", "add_text", "add_files", "delete_documents",
                      "list_documents", "stats"}  # the corpus tools: tests/test_mcp_corpus.py
     assert answered.structured_content["answer"] == "paris" and answered.structured_content["context"]
+    citations = answered.structured_content["citations"]
+    assert [c["index"] for c in citations] == list(range(1, len(citations) + 1))
+    assert citations[0]["title"] == answered.structured_content["context"][0]["source"] and citations[0]["chunk_id"]
     context = retrieved.structured_content["context"]
     assert len(context) == 2 and context[0]["source"] == "Quokka" and "answer" not in retrieved.structured_content
     assert "vanilla" in json.dumps(listed.structured_content)

@@ -428,24 +428,29 @@ class UniRAG:
     # -- queries ---------------------------------------------------------------------------------
 
     def query(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-              retrieve_only: bool = False, build: bool = True) -> QueryResult:
+              retrieve_only: bool = False, build: bool = True,
+              history: Sequence[Mapping[str, Any]] = ()) -> QueryResult:
         """Answer ``question`` with ``method`` (a name, alias, spec file or spec; default the
         settings' ``method``, ``vanilla``). ``top_k``: items per retrieval operator for this
         query; ``retrieve_only``: the context without an answer; ``build=False``: refuse (one
-        line) instead of building missing or stale artifacts first."""
-        return _last(self._events(question, method, top_k, retrieve_only, build, streamed=False))
+        line) instead of building missing or stale artifacts first. ``history``: the earlier
+        messages of a chat (``{"role": "user"|"assistant", "content": ...}``, oldest first):
+        the question is made self-contained from them first (:mod:`unirag.generate.standalone`;
+        ``result.asked`` keeps it as asked, ``result.question`` is what retrieval read)."""
+        return _last(self._events(question, method, top_k, retrieve_only, build, streamed=False, history=history))
 
     def stream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-               retrieve_only: bool = False, build: bool = True) -> Iterator[QueryEvent]:
+               retrieve_only: bool = False, build: bool = True,
+               history: Sequence[Mapping[str, Any]] = ()) -> Iterator[QueryEvent]:
         """As :meth:`query`, yielding :class:`AnswerDelta` events as the final model call
         generates, then one :class:`QueryDone` with the result. The deltas concatenate to
         ``result.raw_answer`` (the model's text; ``result.answer`` is read from it), or to
         ``result.answer`` when no call was needed (the no-data answer of map-reduce)."""
-        return self._events(question, method, top_k, retrieve_only, build, streamed=True)
+        return self._events(question, method, top_k, retrieve_only, build, streamed=True, history=history)
 
     def _events(self, question: str, method: str | MethodSpec | None, top_k: int | None, retrieve_only: bool,
-                build: bool, streamed: bool) -> Iterator[QueryEvent]:
-        run = self._begin(question, method, top_k, build, not retrieve_only)
+                build: bool, streamed: bool, history: Sequence[Mapping[str, Any]] = ()) -> Iterator[QueryEvent]:
+        run = self._begin(question, method, top_k, build, not retrieve_only, history)
         answer = raw = ""
         if not retrieve_only:
             tick = time.perf_counter()
@@ -464,7 +469,7 @@ class UniRAG:
         yield QueryDone(self._finish(run, answer, raw))
 
     def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool,
-               generated: bool = True) -> _QueryRun:
+               generated: bool = True, history: Sequence[Mapping[str, Any]] = ()) -> _QueryRun:
         """Check the question, resolve the method, bring what it needs up to date, retrieve."""
         question = check_question(question, self.settings)  # before any build a refused question would pay for
         spec = method if isinstance(method, MethodSpec) else resolve_method(method or self.settings.method)
@@ -482,7 +487,7 @@ class UniRAG:
                 if refreshed or manifest != self._runner_manifest:  # another writer may have rebuilt them
                     self._runner, self._runner_manifest = None, manifest
             runner = self._runner_for(top_k)
-        state = runner.retrieve(spec, question)
+        state = runner.retrieve(spec, question, history)
         if behind:  # never answer from an older corpus without saying so
             state.warnings.append(
                 "answered while an indexing job updates the workspace, from artifacts built on an older corpus: "
@@ -526,19 +531,22 @@ class UniRAG:
         return await asyncio.to_thread(self.delete, ids_or_sources)
 
     async def aquery(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-                     retrieve_only: bool = False, build: bool = True) -> QueryResult:
+                     retrieve_only: bool = False, build: bool = True,
+                     history: Sequence[Mapping[str, Any]] = ()) -> QueryResult:
         """:meth:`query` without blocking the loop (module docstring: what runs where)."""
-        events = self._aevents(question, method, top_k, retrieve_only, build, streamed=False)
+        events = self._aevents(question, method, top_k, retrieve_only, build, streamed=False, history=history)
         return _last([event async for event in events])
 
     def astream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-                retrieve_only: bool = False, build: bool = True) -> AsyncIterator[QueryEvent]:
+                retrieve_only: bool = False, build: bool = True,
+                history: Sequence[Mapping[str, Any]] = ()) -> AsyncIterator[QueryEvent]:
         """:meth:`stream` as an async iterator: ``async for event in rag.astream(q): ...``."""
-        return self._aevents(question, method, top_k, retrieve_only, build, streamed=True)
+        return self._aevents(question, method, top_k, retrieve_only, build, streamed=True, history=history)
 
     async def _aevents(self, question: str, method: str | MethodSpec | None, top_k: int | None,
-                       retrieve_only: bool, build: bool, streamed: bool) -> AsyncIterator[QueryEvent]:
-        run = await asyncio.to_thread(self._begin, question, method, top_k, build, not retrieve_only)
+                       retrieve_only: bool, build: bool, streamed: bool,
+                       history: Sequence[Mapping[str, Any]] = ()) -> AsyncIterator[QueryEvent]:
+        run = await asyncio.to_thread(self._begin, question, method, top_k, build, not retrieve_only, history)
         answer = raw = ""
         if not retrieve_only:
             tick = time.perf_counter()

@@ -10,12 +10,14 @@ reused across queries; concurrent queries share them read-only.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from unirag.config import Settings
 from unirag.generate.modes import plan_answer
 from unirag.generate.plan import AnswerPlan
+from unirag.generate.standalone import standalone_question
 from unirag.llm.base import UsageLedger
 from unirag.llm.factory import ModelStack
 from unirag.llm.rerank import missing_reranker
@@ -26,6 +28,10 @@ from unirag.operators.question import check_question, conversions_to_run
 from unirag.operators.registry import conversion_registry, operator_registry
 from unirag.progress import Progress
 from unirag.workspace import Workspace
+
+
+#: Characters of each citation's text (a snippet to show, not the passage).
+CITATION_SNIPPET = 400
 
 
 @dataclass
@@ -48,6 +54,27 @@ class QueryResult:
     # The question conversions that ran, in order: ``entities_nlp`` where the spec's
     # ``entities`` was read without the chat model (retrieval.question_path).
     conversions: list[str] = field(default_factory=list)
+    # A multi-turn chat (``history`` given): the last message as asked, and the rule that turned it
+    # into ``question`` (none, llm, previous, as_asked: ``unirag.generate.standalone``).
+    asked: str = ""
+    rewrite: str = ""
+
+    def citations(self, snippet: int = CITATION_SNIPPET) -> list[dict[str, Any]]:
+        """The context as numbered sources, ``index`` = the ``[N]`` the answer prompt gave the
+        item (``unirag.generate.direct.format_context`` numbers ``context`` from 1 in this
+        order), so an answer's ``[2]`` is ``citations[1]``. Each: index, kind, source, title
+        (the chunk's document title for a chunk, else the source), chunk_id (the chunk itself,
+        else the first chunk it was drawn from, or None), score and the start of its text.
+        One builder for every door that returns sources (chat APIs, MCP)."""
+        out = []
+        for number, item in enumerate(self.context, start=1):
+            chunk_ids = item.provenance.get("chunk_ids") or []
+            chunk_id = item.id if item.kind == "chunk" else (str(chunk_ids[0]) if chunk_ids else None)
+            text = " ".join(item.text.split())
+            out.append({"index": number, "kind": item.kind, "source": item.provenance.get("path") or item.source,
+                        "title": item.source, "chunk_id": chunk_id, "score": round(item.score, 6),
+                        "text": text if len(text) <= snippet else text[:snippet].rstrip() + "…"})
+        return out
 
     def usage(self) -> dict[str, Any]:
         total = self.ledger.total()
@@ -76,6 +103,7 @@ class QueryResult:
             "warnings": self.warnings,
             "empty_answer": self.empty_answer,
             "conversions": self.conversions,
+            **({"asked": self.asked, "rewrite": self.rewrite} if self.rewrite else {}),
             **({"refreshed": {"artifacts": self.refreshed,
                               "usage_by_stage": self.refresh_ledger.to_json() if self.refresh_ledger else {}}}
                if self.refreshed else {}),
@@ -106,9 +134,12 @@ class MethodRunner:
             state.timings["generate"] = time.perf_counter() - tick
         return self.result(state, spec, answer, raw, generated=generate)
 
-    def retrieve(self, spec: MethodSpec, question: str) -> QueryState:
+    def retrieve(self, spec: MethodSpec, question: str,
+                 history: Sequence[Mapping[str, Any]] = ()) -> QueryState:
         """Conversions and operators: the state holds the context (``items``), the query's
-        ledger (``models.ledger``) and its timings so far."""
+        ledger (``models.ledger``) and its timings so far. ``history``: the earlier messages
+        of a chat ({"role", "content"}); the question is first made self-contained
+        (:mod:`unirag.generate.standalone`, a model call charged to ``query.rewrite``)."""
         question = check_question(question, self.settings)
         ledger = UsageLedger()
         state = QueryState(question=question, resources=self.resources, models=self.stack.accounted(ledger),
@@ -116,6 +147,11 @@ class MethodRunner:
         if state.models.reranker is None and any(operator_registry()[call.op].needs_reranker
                                                   for call in spec.calls()):
             raise missing_reranker(spec.name)
+        if history:
+            tick = time.perf_counter()
+            rewritten, state.rewrite = standalone_question(state, history)
+            state.asked, state.question = question, check_question(rewritten, self.settings)
+            state.timings["question.rewrite"] = time.perf_counter() - tick
         conversions = conversion_registry()
         state.conversions = conversions_to_run(spec.question, self.settings)
         for name in state.conversions:
@@ -148,7 +184,7 @@ class MethodRunner:
             state.warn("the model returned an empty answer; try again, another method, or a larger model")
         return QueryResult(state.question, spec.name, answer, raw, state.items, state.models.ledger, state.timings,
                            state.rounds, warnings=list(state.warnings), empty_answer=empty,
-                           conversions=list(state.conversions))
+                           conversions=list(state.conversions), asked=state.asked, rewrite=state.rewrite)
 
     def _run_call(self, state: QueryState, call: OperatorCall, key: str) -> None:
         """One operator: its items join the context (unless ``emit: false``); its seconds go to ``key.op``."""

@@ -296,6 +296,10 @@ class QueryState:
     started: float = field(default_factory=time.perf_counter)  # for the query's total seconds
     # One line each for what the user should know about this answer (a prompt cut to fit, an empty reply).
     warnings: list[str] = field(default_factory=list)
+    # A multi-turn chat: the last message as asked, and the rule that made ``question`` self-contained
+    # (``unirag.generate.standalone``); empty without earlier turns.
+    asked: str = ""
+    rewrite: str = ""
 
     def request(self, prompt: Prompt, stage: str, *, max_tokens: int, temperature: float = 0.0,
                 json_mode: bool = False, **fields: str) -> ChatRequest:

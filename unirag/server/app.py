@@ -36,7 +36,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     ``UniRAG``'s). The reader answers from the built artifacts while a job writes
     (``stale_while_writing`` is set on a given UniRAG too)."""
     # deferred: the routes import fastapi, so `import unirag.server.app` stays cheap and works without the extra
-    from unirag.server import routes_corpus, routes_graph, routes_openai, routes_query
+    from unirag.server import routes_corpus, routes_graph, routes_ollama, routes_openai, routes_query
     from unirag.server.api_docs import offline_fastapi
 
     settings = settings or ServerSettings()
@@ -66,7 +66,7 @@ def create_app(rag_or_workspace: UniRAG | str | Path, settings: ServerSettings |
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    for module in (routes_query, routes_corpus, routes_graph, routes_openai):
+    for module in (routes_query, routes_corpus, routes_graph, routes_openai, routes_ollama):
         app.include_router(module.router)
     install_page(app)
     return app

@@ -69,10 +69,12 @@ def build_mcp_server(rag: UniRAG, top_k: int | None = None, files_root: Path | N
     @server.tool()
     async def query(question: str, method: str = "vanilla", top_k: int | None = None) -> dict[str, Any]:
         """Answer a question from the workspace's documents with a retrieval method; returns the
-        answer and a summary of the context it was drawn from."""
+        answer, a summary of the context it was drawn from, and that context as numbered
+        citations (``index`` N is the ``[N]`` the answer may cite)."""
         with told_to_the_agent():
             result = await rag.aquery(question, methods.resolve(method), top_k=limited(top_k))
-        return {"answer": result.answer, "method": result.method, "context": context_summary(result)}
+        return {"answer": result.answer, "method": result.method, "context": context_summary(result),
+                "citations": result.citations(SNIPPET)}
 
     @server.tool()
     async def retrieve(question: str, method: str = "vanilla", top_k: int | None = None) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """The OpenAI-compatible chat API: ``POST /v1/chat/completions``, ``GET /v1/models``.
 
 A chat client (the ``openai`` package, Open WebUI, LibreChat) talks to the
-workspace: ``model`` names the method, the last user message is the question
-(earlier turns are not used: each question is retrieved on its own).
+workspace: ``model`` names the method, the last user message is the question and
+the messages before it make it self-contained (:mod:`unirag.generate.standalone`).
 ``stream: true`` gives ``chat.completion.chunk`` events ending with
-``data: [DONE]``; usage is the query's own (retrieval calls included).
+``data: [DONE]``; usage is the query's own (retrieval and rewrite calls included).
+The sources are the extra field ``citations`` (:meth:`QueryResult.citations`): on the
+completion, and on the streamed chunk whose ``finish_reason`` is ``stop``
+(docs/chat-clients.md).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from unirag.api_types import AnswerDelta, QueryEvent
+from unirag.server.conversation import question_and_history
 from unirag.server.deps import server_state
-from unirag.server.errors import ApiError
 from unirag.server.sse import SSE_HEADERS, framed, sse_frame, started
 from unirag.server.state import ServerState
 
@@ -52,20 +55,6 @@ class ChatCompletionRequest(BaseModel):
     stream_options: StreamOptions | None = None
 
 
-def last_question(messages: list[ChatMessage]) -> str:
-    """The text of the last user message (text parts of a multi-part content joined)."""
-    for message in reversed(messages):
-        if message.role != "user":
-            continue
-        content = message.content
-        text = content if isinstance(content, str) else " ".join(
-            str(part.get("text", "")) for part in content or [] if part.get("type") == "text")
-        if text.strip():
-            return text.strip()
-        break
-    raise ApiError(400, "no question: the last user message is missing or empty")
-
-
 def usage_of(result: Any) -> dict[str, int]:
     total = result.ledger.total()
     return {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens,
@@ -82,25 +71,25 @@ async def models(state: State) -> dict[str, Any]:
 @router.post("/chat/completions", summary="OpenAI chat completions: model = method, last user message = question")
 async def chat_completions(body: ChatCompletionRequest, state: State) -> Any:
     spec = state.method(body.model)
-    question = last_question(body.messages)
+    question, history = question_and_history([message.model_dump() for message in body.messages])
     common = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": spec.name}
     if not body.stream:
-        result = await state.rag.aquery(question, spec, build=state.settings.build)
+        result = await state.rag.aquery(question, spec, build=state.settings.build, history=history)
         return {**common, "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer},
                              "finish_reason": "stop"}],
-                "usage": usage_of(result)}
+                "usage": usage_of(result), "citations": result.citations()}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    first, rest = await started(state.rag.astream(question, spec, build=state.settings.build))
+    first, rest = await started(state.rag.astream(question, spec, build=state.settings.build, history=history))
     chunk = {**common, "object": "chat.completion.chunk"}
 
-    def choice(delta: dict[str, str], finish: str | None) -> str:
-        return sse_frame({**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    def choice(delta: dict[str, str], finish: str | None, **extra: Any) -> str:
+        return sse_frame({**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
 
     def frame(event: QueryEvent) -> list[str]:
         if isinstance(event, AnswerDelta):
             return [choice({"content": event.text}, None)]
-        frames = [choice({}, "stop")]
+        frames = [choice({}, "stop", citations=event.result.citations())]
         if include_usage:
             frames.append(sse_frame({**chunk, "choices": [], "usage": usage_of(event.result)}))
         return frames
