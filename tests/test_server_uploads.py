@@ -218,6 +218,10 @@ def test_cli_sync_never_touches_upload_sources(served: tuple[httpx.Client, Any],
     sources = [source for doc in client.get("/documents").json() for source in doc["sources"]]
     assert f"upload:{str(tmp_path / 'corpus').lstrip('/')}/eiffel.md" in sources
     assert str(cwd_upload.resolve()) in sources and "upload:eiffel.md" not in sources
+    # ``unirag delete upload:...`` (UniRAG.delete) names the upload, never the file named like it
+    assert rag.delete("upload:" + str(tmp_path / "corpus").lstrip("/")).to_json()["documents_removed"] == 1
+    sources = [source for doc in client.get("/documents").json() for source in doc["sources"]]
+    assert not any(source.startswith("upload:") for source in sources) and str(cwd_upload.resolve()) in sources
 
 
 def test_formats_endpoint_lists_every_suffix_the_cli_reads(served: tuple[httpx.Client, Any]) -> None:
