@@ -250,7 +250,8 @@ def test_upload_job_query_delete(tmp_path: Path) -> None:
             assert job["progress"]["step"]
             docs = {doc["title"]: doc for doc in client.get("/documents").json()}
             assert {"Okapi", "Tapir"} <= set(docs)  # logical sources, never the temporary path
-            assert docs["Okapi"]["sources"] == ["upload:Okapi.txt"] and docs["Tapir"]["sources"] == ["upload:more.jsonl#t1"]
+            assert docs["Okapi"]["sources"] == ["upload:Okapi.txt"]
+            assert docs["Tapir"]["sources"] == ["upload:more.jsonl#t1"]
             assert client.post("/query", json={"question": okapi}).json()["answer"] == "Okapi"
             records = client.post("/documents", json=[{"title": "Kiwi", "text": "The kiwi lives in New Zealand."}])
             assert wait_for_job(client, records.json()["job"]["id"])["state"] == "done"

@@ -75,7 +75,8 @@ def test_pdf_docx_html_and_csv_uploads_are_indexed_with_their_sources(served: tu
     client, _ = served
     write_pdf(tmp_path / "tower.pdf", "The Eiffel Tower stands in Paris.", title="Eiffel Tower")
     write_docx(tmp_path / "curie.docx", "Marie Curie", ["Marie Curie won two Nobel Prizes."])
-    files = [("tower.pdf", (tmp_path / "tower.pdf").read_bytes()), ("curie.docx", (tmp_path / "curie.docx").read_bytes()),
+    files = [("tower.pdf", (tmp_path / "tower.pdf").read_bytes()),
+             ("curie.docx", (tmp_path / "curie.docx").read_bytes()),
              ("nile.html", b"<html><head><title>Nile facts</title></head><body><p>The Nile flows north.</p>"
                            b"<script>alert(1)</script></body></html>"),
              ("animals.csv", b"id,title,text\nq1,Quokka,The quokka lives on Rottnest Island.\n"

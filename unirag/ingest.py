@@ -209,7 +209,8 @@ def _replace_and_sync(
         roots = [str(Path(source).resolve()).rstrip("/") + "/" for source in sources if Path(source).is_dir()]
         for origin in workspace.corpus.origins():
             # an upload's logical origin names no file: never gone from a directory
-            if origin not in loaded and not is_logical_source(origin) and any(origin.startswith(root) for root in roots):
+            under = not is_logical_source(origin) and any(origin.startswith(root) for root in roots)
+            if origin not in loaded and under:
                 orphans |= workspace.corpus.detach_origin(origin)
     if orphans:
         report.documents_removed += len(orphans)
@@ -328,13 +329,15 @@ def ingest(
     if known_again:
         workspace.corpus.add_sources(known_again)
     if not rebuild:
-        _replace_and_sync(workspace, _replaced_origins(by_origin, documents is not None), sources, sync, report)
+        given = documents is not None  # then ``sources`` were not read: nothing is gone from them
+        _replace_and_sync(workspace, _replaced_origins(by_origin, given), sources, sync and not given, report)
     if not rebuild and by_record:
         _replace_records(workspace, by_record, report)
     counts = workspace.corpus.counts()
     chunks = {"config": chunking_config(settings), "count": counts["chunks"], "documents": counts["documents"]}
     had = workspace.manifest.entry("chunks") or {}
     # unchanged input is a no-op: the entry (and its build time) moves only with the corpus
-    if any(had.get(key) != value for key, value in chunks.items()) or had.get("corpus_version") != workspace.corpus.version():
+    moved = had.get("corpus_version") != workspace.corpus.version()
+    if moved or any(had.get(key) != value for key, value in chunks.items()):
         workspace.manifest.set_entry("chunks", chunks)
     return report
