@@ -249,7 +249,9 @@ def test_upload_job_query_delete(tmp_path: Path) -> None:
             assert job["state"] == "done" and job["report"]["documents_added"] == 2, job
             assert job["progress"]["step"]
             docs = {doc["title"]: doc for doc in client.get("/documents").json()}
-            assert {"Okapi", "Tapir"} <= set(docs) and not any(docs["Okapi"]["sources"])  # no temporary path
+            assert {"Okapi", "Tapir"} <= set(docs)  # logical sources, never the temporary path
+            assert docs["Okapi"]["sources"] == ["upload:Okapi.txt"]
+            assert docs["Tapir"]["sources"] == ["upload:more.jsonl#t1"]
             assert client.post("/query", json={"question": okapi}).json()["answer"] == "Okapi"
             records = client.post("/documents", json=[{"title": "Kiwi", "text": "The kiwi lives in New Zealand."}])
             assert wait_for_job(client, records.json()["job"]["id"])["state"] == "done"
@@ -270,10 +272,13 @@ def test_upload_refusals(client: httpx.Client) -> None:
     assert_error(client.post("/documents", json={"records": []}), 400, "expected a JSON list")
     assert_error(client.post("/documents", json=[{"title": "no text"}]), 400, "'text' string")
     assert_error(client.post("/documents", content=b"hello", headers={"content-type": "text/plain"}), 415)
-    # a record's "source" never becomes a path the workspace resolves
-    accepted = client.post("/documents", json=[{"text": "Ostriches run fast.", "source": "/etc/passwd"}]).json()
+    # a record's "source" is a logical name: a path is refused, never resolved
+    assert_error(client.post("/documents", json=[{"text": "Ostriches run fast.", "source": "/etc/passwd"}]), 400,
+                 "absolute path")
+    accepted = client.post("/documents", json=[{"text": "Ostriches run fast.", "source": "etc/passwd"}]).json()
     assert wait_for_job(client, accepted["job"]["id"])["state"] == "done"
-    assert all("/etc/passwd" not in doc["sources"] for doc in client.get("/documents").json())
+    sources = [source for doc in client.get("/documents").json() for source in doc["sources"]]
+    assert "upload:etc/passwd" in sources and not any(source.endswith("/etc/passwd") for source in sources)
 
 
 def test_unknown_documents_and_jobs_are_404(client: httpx.Client) -> None:

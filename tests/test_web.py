@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from fakes import small_corpus
-from server_harness import running_server, scripted_rag
+from server_harness import running_server, scripted_rag, wait_for_job
 from web_browser import VIEWPORT, chromium, shot
 
 from unirag.server.settings import ServerSettings
@@ -290,6 +290,34 @@ def test_upload_with_progress_then_delete(page: Any, base: str, tmp_path: Path) 
     assert page.locator("#doc-table tbody tr").count() == before
     assert "documents removed: 1" in page.inner_text("#upload-state")
     shot(page, "12-documents-deleted")
+
+
+def test_the_picker_accepts_every_format_and_an_upload_shows_its_source(page: Any, base: str, tmp_path: Path) -> None:
+    """Issue 32: the picker's accept list is the server's (PDF included), a collection prefixes the
+    upload's logical source, which the Documents view shows; uploading a changed file again replaces it."""
+    from unirag.server.uploads import UPLOAD_SUFFIXES
+
+    open_view(page, base, "documents")
+    page.wait_for_function("() => document.getElementById('upload-files').accept.includes('.pdf')")
+    assert page.get_attribute("#upload-files", "accept").split(",") == list(UPLOAD_SUFFIXES)
+    before = page.locator("#doc-table tbody tr").count()
+    for text in ("The aye-aye taps on wood to find grubs.\n", "The aye-aye lives only on Madagascar.\n"):
+        upload = tmp_path / "aye-aye.md"
+        upload.write_text(text, encoding="utf-8")
+        page.fill("#upload-collection", "lemurs")
+        page.set_input_files("#upload-files", str(upload))
+        page.click("#upload-submit")
+        page.wait_for_selector("#upload-job[data-state=done]", timeout=90_000)
+        page.wait_for_function("() => !document.getElementById('upload-submit').disabled")
+    row = page.locator("#doc-table tbody tr", has_text="upload:lemurs/aye-aye.md")
+    row.wait_for()
+    assert row.count() == 1 and page.locator("#doc-table tbody tr").count() == before + 1
+    assert "documents removed: 1" in page.inner_text("#upload-state")  # the first version, replaced
+    shot(page, "13-documents-upload-source")
+    with httpx.Client(base_url=base, timeout=30) as client:
+        removed = client.delete("/documents/upload:lemurs/aye-aye.md")
+        assert removed.status_code == 202, removed.text
+        assert wait_for_job(client, removed.json()["job"]["id"])["state"] == "done"
 
 
 # -- API key ------------------------------------------------------------------------------------------

@@ -523,7 +523,8 @@ def documents(workspace: WorkspaceOpt, as_json: JsonOpt = False) -> None:
 @_handle_errors
 def delete(
     targets: Annotated[
-        list[str], typer.Argument(help="document ids, indexed files or directories, or FILE#RECORD_ID",
+        list[str], typer.Argument(help="document ids, indexed files or directories, FILE#RECORD_ID, "
+                                       "or server uploads (upload:NAME, upload:COLLECTION)",
                                   show_default=False)
     ],
     workspace: WorkspaceOpt,

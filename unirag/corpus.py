@@ -17,11 +17,17 @@ from typing import Any
 
 from unirag.manifest import Manifest
 from unirag.store.database import Database
-from unirag.text.types import Chunk, Document
+from unirag.text.types import Chunk, Document, is_logical_source
 from unirag.workspace_tables import bump_corpus_version, corpus_version
 
 _ADD_SOURCE = "INSERT INTO document_sources VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 _CHUNK_COLUMNS = "id, doc_id, idx, text, title, n_tokens, source"
+
+
+def target_origin(path: str) -> str:
+    """The origin a delete target's path part names: an upload's logical name as given (it is
+    no file, and is never resolved on disk), else the path made absolute."""
+    return path if is_logical_source(path) else str(Path(path).resolve())
 
 
 def delete_target_keys(target: str) -> set[str]:
@@ -29,7 +35,7 @@ def delete_target_keys(target: str) -> set[str]:
     (as :meth:`Corpus.find_documents` reads it), so a rerun from another directory
     names the same file."""
     path, sep, key = target.partition("#")
-    return {target, str(Path(path).resolve()) + (f"#{key}" if sep else "")} if path else {target}
+    return {target, target_origin(path) + (f"#{key}" if sep else "")} if path else {target}
 
 
 class Corpus:
@@ -161,12 +167,13 @@ class Corpus:
 
     def find_documents(self, target: str) -> set[str]:
         """The documents ``target`` names: a document id, an origin (a file, or every file
-        under a directory), or ``origin#record`` for one record of a JSON/JSONL file."""
+        under a directory; an upload's ``upload:NAME``, or every upload under ``upload:COLLECTION``),
+        or ``origin#record`` for one record of a JSON/JSONL file."""
         db = self.db
         if db.execute("SELECT 1 FROM documents WHERE id = ?", (target,)).fetchone():
             return {target}
         path, _, key = target.partition("#")
-        origin = str(Path(path).resolve()) if path else ""
+        origin = target_origin(path) if path else ""
         if key:
             rows = db.execute("SELECT doc_id FROM document_sources WHERE origin = ? AND record_key = ?", (origin, key))
         else:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from unirag.config import Settings
+from unirag.corpus import target_origin
 from unirag.errors import WorkspaceError
 from unirag.executors import Executor, executor_for, in_order
 from unirag.executors.base import batched
@@ -31,7 +32,7 @@ from unirag.text.chunking import iter_chunks
 from unirag.text.clean import ReplacedCharacters
 from unirag.text.loaders import load_documents
 from unirag.text.tokenizer import get_tokenizer
-from unirag.text.types import Chunk, Document
+from unirag.text.types import Chunk, Document, is_logical_source
 from unirag.workspace import Workspace
 
 BATCH_DOCUMENTS = 256
@@ -180,11 +181,18 @@ def _covers(target: str) -> Callable[[str], bool]:
     """Whether a recorded source (``origin`` or ``origin#record``) is one ``target`` names,
     as :meth:`unirag.corpus.Corpus.find_documents` reads it."""
     path, _, key = target.partition("#")
-    origin = str(Path(path).resolve()) if path else ""
+    origin = target_origin(path) if path else ""
     if key:
         return lambda source: source == f"{origin}#{key}"
     prefix = origin.rstrip("/") + "/"
     return lambda source: source.partition("#")[0] in (origin, target) or source.startswith(prefix)
+
+
+def _replaced_origins(loaded: dict[str, set[str]], given: bool) -> dict[str, set[str]]:
+    """The origins whose documents this run replaces: every file read, and of documents given
+    in memory only uploads (logical origins). An upload is a whole file, as a file read is; other
+    given documents may be a partial view of their file, so they only add."""
+    return {origin: ids for origin, ids in loaded.items() if not given or is_logical_source(origin)}
 
 
 def _replace_and_sync(
@@ -200,7 +208,9 @@ def _replace_and_sync(
     if sync:
         roots = [str(Path(source).resolve()).rstrip("/") + "/" for source in sources if Path(source).is_dir()]
         for origin in workspace.corpus.origins():
-            if origin not in loaded and any(origin.startswith(root) for root in roots):
+            # an upload's logical origin names no file: never gone from a directory
+            under = not is_logical_source(origin) and any(origin.startswith(root) for root in roots)
+            if origin not in loaded and under:
                 orphans |= workspace.corpus.detach_origin(origin)
     if orphans:
         report.documents_removed += len(orphans)
@@ -318,13 +328,16 @@ def ingest(
         flush()
     if known_again:
         workspace.corpus.add_sources(known_again)
-    if not rebuild and documents is None:  # given documents may be a partial view of their file
-        _replace_and_sync(workspace, by_origin, sources, sync, report)
+    if not rebuild:
+        given = documents is not None  # then ``sources`` were not read: nothing is gone from them
+        _replace_and_sync(workspace, _replaced_origins(by_origin, given), sources, sync and not given, report)
     if not rebuild and by_record:
         _replace_records(workspace, by_record, report)
     counts = workspace.corpus.counts()
-    workspace.manifest.set_entry(
-        "chunks",
-        {"config": chunking_config(settings), "count": counts["chunks"], "documents": counts["documents"]},
-    )
+    chunks = {"config": chunking_config(settings), "count": counts["chunks"], "documents": counts["documents"]}
+    had = workspace.manifest.entry("chunks") or {}
+    # unchanged input is a no-op: the entry (and its build time) moves only with the corpus
+    moved = had.get("corpus_version") != workspace.corpus.version()
+    if moved or any(had.get(key) != value for key, value in chunks.items()):
+        workspace.manifest.set_entry("chunks", chunks)
     return report

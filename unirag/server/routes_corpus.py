@@ -1,9 +1,11 @@
 """``GET/POST /documents``, ``DELETE /documents/{id}``, ``GET /jobs/{id}``, ``GET /stats``, ``GET /chunks/{id}``.
 
 Adding and deleting documents are background jobs (:mod:`unirag.server.jobs`):
-the request answers 202 with the job, ``GET /jobs/{id}`` follows it. A document
-to delete is looked up in the store by id or recorded source, never resolved on
-the file system: ``../etc/passwd`` is an id like any other, and unknown (404).
+the request answers 202 with the job, ``GET /jobs/{id}`` follows it. An upload
+records its logical source (``upload:COLLECTION/NAME``, :mod:`unirag.server.uploads`),
+so a changed file uploaded again replaces its document, as ``unirag index`` does.
+A document to delete is looked up among the stored ids and recorded sources, never
+resolved on the file system: ``../etc/passwd`` is an id like any other, and unknown (404).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from unirag.server.state import ServerState
 from unirag.server.uploads import UPLOAD_SUFFIXES, check_upload, load_uploads, record_documents
 from unirag.server.writes import written
 from unirag.text.loaders import TOO_DEEP
-from unirag.text.types import Document
+from unirag.text.types import Document, is_logical_source
 
 if TYPE_CHECKING:
     from unirag.api import UniRAG
@@ -36,16 +38,35 @@ router = APIRouter(tags=["corpus"])
 _UPLOAD_BODY = {
     "requestBody": {
         "required": True,
+        "description": (
+            "Files (multipart) or JSON records. Every format `unirag index` reads, through the same loaders and "
+            "bounds: " + ", ".join(UPLOAD_SUFFIXES) + ". Each document records its logical source "
+            "`upload:COLLECTION/NAME` (the file name within the optional `collection` field; a record's own "
+            "`source`): uploading a changed file with the same source replaces its document, an unchanged one "
+            "changes nothing, `DELETE /documents/upload:...` removes it. A source is a name, never a path: "
+            "`..`, absolute paths, backslashes, `#` and control characters are refused (400)."
+        ),
         "content": {
-            "multipart/form-data": {"schema": {"type": "object", "properties": {
+            "multipart/form-data": {"schema": {"type": "object", "required": ["files"], "properties": {
                 "files": {"type": "array", "items": {"type": "string", "format": "binary"},
-                          "description": f"text files: {', '.join(UPLOAD_SUFFIXES)}"}}}},
+                          "description": f"files: {', '.join(UPLOAD_SUFFIXES)}"},
+                "collection": {"type": "string", "description": "optional folder-like prefix of the files' "
+                                                                "sources, e.g. `docs/2024`"}}}},
             "application/json": {"schema": {"type": "array", "items": {"type": "object", "required": ["text"],
                                  "properties": {"text": {"type": "string"}, "title": {"type": "string"},
-                                                "id": {"type": "string"}}}}},
+                                                "id": {"type": "string"},
+                                                "source": {"type": "string", "description": (
+                                                    "logical name, e.g. `notes.jsonl`: the records of one "
+                                                    "source replace what it held before")}}}}},
         },
     }
 }
+
+
+@router.get("/documents/formats", summary="What an upload may be: file suffixes and the size limit")
+async def upload_formats(state: State) -> dict[str, Any]:
+    """The one list the page's file picker accepts, so the page and the server never disagree."""
+    return {"suffixes": list(UPLOAD_SUFFIXES), "max_upload_bytes": state.settings.max_upload_bytes}
 
 
 @router.get("/documents", summary="Every stored document")
@@ -88,7 +109,10 @@ async def _uploaded_documents(request: Request, state: State) -> tuple[list[Docu
         files = [value for _, value in form.multi_items() if isinstance(value, UploadFile)]
         if not files:
             raise ApiError(400, "no file in the upload (send them as form fields 'files')")
-        uploads = [check_upload(file.filename, await file.read()) for file in files]
+        collection = form.get("collection") or ""
+        if not isinstance(collection, str):
+            raise ApiError(400, "'collection' is a text field, not a file", code="invalid_source")
+        uploads = [check_upload(file.filename, await file.read(), collection) for file in files]
     return await asyncio.to_thread(load_uploads, state.rag.root, uploads, state.rag.settings)
 
 
@@ -98,10 +122,11 @@ def _written(state: ServerState, progress: JobProgress, write: Callable[[UniRAG]
 
 
 @router.delete("/documents/{target:path}", status_code=202,
-               summary="Delete a document (by id or recorded source) as a job; unknown: 404")
+               summary="Delete documents (by id, recorded source, FILE#RECORD or upload collection) as a job; "
+                       "unknown: 404")
 async def delete_document(target: str, state: State) -> JSONResponse:
     docs = await asyncio.to_thread(state.rag.documents)
-    ids = [doc.id for doc in docs if doc.id == target or target in doc.sources]
+    ids = [doc.id for doc in docs if doc.id == target or any(_names(target, source) for source in doc.sources)]
     if not ids:
         raise ApiError(404, f"no document '{target}' in this workspace (GET /documents lists them)", "not_found")
     # a recorded source withdraws only that origin: text another source still holds stays
@@ -109,6 +134,15 @@ async def delete_document(target: str, state: State) -> JSONResponse:
     job = state.jobs.submit("delete", lambda progress: _written(state, progress,
                                                                 lambda writer: writer.delete(targets)))
     return JSONResponse({"job": job.to_json(), "documents": ids}, status_code=202)
+
+
+def _names(target: str, source: str) -> bool:
+    """Whether a delete target names a recorded source, compared as text, never resolved: the
+    source itself, its file (``FILE`` of ``FILE#RECORD``), or an upload collection it lies in."""
+    origin = source.partition("#")[0]
+    if target in (source, origin):
+        return True
+    return is_logical_source(target) and origin.startswith(target.rstrip("/") + "/")
 
 
 @router.get("/jobs/{job_id}", summary="A job's state, progress, and its report or error")

@@ -69,6 +69,17 @@ _WHITESPACE = re.compile(r"\s")
 
 #: ``Document.meta`` key set by the loaders when the title is only the file's name.
 TITLE_IS_FILE_NAME = "title_is_file_name"
+#: ``Document.meta`` key of a document whose source is a *logical* name (an uploaded file's
+#: name within its collection), never a path: its origin is the name as given, never resolved.
+LOGICAL_SOURCE = "logical_source"
+#: What every logical source starts with. A file's origin is an absolute path, so the two can
+#: never be confused, and a delete target with this prefix names an upload, never a file.
+UPLOAD_SCHEME = "upload:"
+
+
+def is_logical_source(source: str) -> bool:
+    """Whether a recorded origin (or a delete target) is an upload's logical name, not a path."""
+    return source.startswith(UPLOAD_SCHEME)
 
 
 @dataclass(frozen=True)
@@ -101,7 +112,10 @@ class Document:
     def origin(self) -> str:
         """Where the document lives, as the workspace identifies it: the resolved path of
         its file ('' for a document given in memory without one). Re-indexing an origin
-        replaces the documents it held before; ``--sync`` drops origins that are gone."""
+        replaces the documents it held before; ``--sync`` drops origins that are gone. An
+        upload's logical source (:data:`LOGICAL_SOURCE`) is its origin as given: it names no file."""
+        if self.meta.get(LOGICAL_SOURCE) and is_logical_source(self.source):
+            return self.source
         return str(Path(self.source).resolve()) if self.source else ""
 
     @property

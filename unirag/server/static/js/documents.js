@@ -1,5 +1,6 @@
-// Documents: the stored documents, an upload that indexes as a job (progress polled
-// from GET /jobs/{id}), and deletion (also a job), two clicks to be sure.
+// Documents: the stored documents with their sources, an upload that indexes as a job
+// (progress polled from GET /jobs/{id}), and deletion (also a job), two clicks to be sure.
+// The file picker accepts what the server says it reads (GET /documents/formats): one list.
 
 import { getJSON, postForm, remove, segment } from "./api.js";
 import { $, el, number, replace } from "./dom.js";
@@ -17,10 +18,12 @@ async function list() {
     el("td", {}, deleteButton(doc)))));
 }
 
-/** The file names a document came from (the whole paths on hover): a path is long, its name tells. */
+/** Where a document came from: an upload's logical source whole (`upload:COLLECTION/NAME`, short, and
+ * the collection tells), a file by its name (the whole path on hover: a path is long, its name tells). */
 function sourceCell(sources) {
   const paths = sources.filter(Boolean);
-  return el("td", { className: "source", title: paths.join("\n") }, paths.map((p) => p.split(/[\\/]/).pop()).join(", "));
+  const shown = paths.map((p) => (p.startsWith("upload:") ? p : p.split(/[\\/]/).pop()));
+  return el("td", { className: "source", title: paths.join("\n") }, shown.join(", "));
 }
 
 function deleteButton(doc) {
@@ -75,7 +78,13 @@ function summary(report) {
 }
 
 export async function showDocuments() {
-  await list();
+  await Promise.all([list(), pickerFormats()]);
+}
+
+/** The picker's accept list, from the suffixes the server's upload reads. */
+async function pickerFormats() {
+  const formats = await getJSON("/documents/formats");
+  $("upload-files").accept = formats.suffixes.join(",");
 }
 
 export function installDocuments(report) {
@@ -85,6 +94,8 @@ export function installDocuments(report) {
     if (!files.length) { report(new Error("choose one or more files first"), false); return; }
     const form = new FormData();
     for (const file of files) form.append("files", file, file.name);
+    const collection = $("upload-collection").value.trim();
+    if (collection) form.append("collection", collection);
     $("upload-submit").disabled = true;
     await follow(() => postForm("/documents", form), `indexing ${files.length} file${files.length > 1 ? "s" : ""}`);
     $("upload-submit").disabled = false;
