@@ -175,3 +175,26 @@ def test_linearrag_ranks_the_sample_as_the_loop_version(sample) -> None:
         got = [(item.id, item.score) for item in items]
         assert_same_ranking(got, want, tol=1e-9 * want[0][1], past=past, label=question)
     assert walked >= len(questions) // 2
+
+
+def test_adjacent_passages_join_consecutive_chunks_of_one_document() -> None:
+    from types import SimpleNamespace
+
+    from unirag.index.tri_graph import TriGraph
+    from unirag.operators.passage_nodes import linearrag_transition
+
+    # Entities e0, e1; chunks c0, c1 (document a, in order), c2 (document b).
+    entity_passage = csr_matrix(np.array([[2.0, 1.0, 0.0], [2.0, 0.0, 1.0]]))
+    tri = TriGraph(["e0", "e1"], ["E0", "E1"], ["c0", "c1", "c2"], entity_passage, csr_matrix((0, 2)),
+                   np.zeros((2, 4), dtype=np.float32), np.zeros((0, 4), dtype=np.float32))
+    chunks = {"c0": SimpleNamespace(id="c0", doc_id="a", index=0), "c1": SimpleNamespace(id="c1", doc_id="a", index=1),
+              "c2": SimpleNamespace(id="c2", doc_id="b", index=0)}
+    workspace = SimpleNamespace(corpus=SimpleNamespace(get_chunks=lambda ids: {i: chunks[i] for i in ids}))
+    walk = linearrag_transition(tri, workspace, True).toarray()
+    # c0 (row 2): e0 and e1 at their shares 1/2 each, and c1 at weight 1 (the authors' 1.0).
+    np.testing.assert_allclose(walk[2], [0.25, 0.25, 0.0, 0.5, 0.0])
+    np.testing.assert_allclose(walk[3], [0.5, 0.0, 0.5, 0.0, 0.0])  # c1: e0 (its only entity), c0
+    assert walk[4, 2] == walk[4, 3] == 0  # c2 is another document's: no edge
+    plain = linearrag_transition(tri, workspace, False).toarray()
+    np.testing.assert_allclose(plain, entities_and_passages(None, tri.passage_weights()).toarray())
+    assert plain[2, 3] == 0

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from unirag.index.synonyms import SynonymEdges
     from unirag.index.tri_graph import TriGraph
     from unirag.operators.graph_index import GraphIndex
+    from unirag.workspace import Workspace
 
 Damping = Annotated[float, Field(ge=0.0, lt=1.0)]
 Weight = Annotated[float, Field(ge=0.0)]
@@ -239,9 +240,40 @@ def node_activate(
     return []
 
 
+def linearrag_transition(tri: TriGraph, workspace: Workspace, adjacent_passages: bool) -> Any:
+    """The transition matrix of LinearRAG's PPR graph: entities, then passages.
+
+    Passage -- entity edges weigh the entity's share of the passage's mentions
+    (``add_entity_to_passage_edges``). ``adjacent_passages`` adds the authors'
+    ``add_adjacent_passage_edges`` (weight 1) in the form that carries its meaning here:
+    between consecutive chunks of one document. The authors' ``run.py`` prefixes every
+    passage with its position in the dataset's chunk file (``"12:..."``) and joins
+    positions i and i+1, which for a chunked document are neighbouring chunks and for
+    a file of independent passages (2Wiki, HotpotQA, MuSiQue) only file order; a corpus
+    of one passage per document therefore gets no such edge, as no chunk of ours has a
+    position prefix."""
+    from scipy.sparse import bmat, coo_matrix
+
+    incidence = tri.passage_weights()
+    passages = None
+    if adjacent_passages and tri.chunk_ids:
+        chunks = workspace.corpus.get_chunks(tri.chunk_ids)
+        row = {chunk_id: i for i, chunk_id in enumerate(tri.chunk_ids)}
+        place = {(c.doc_id, c.index): row[c.id] for c in chunks.values()}
+        pairs = [(place[key], place[(key[0], key[1] + 1)]) for key in sorted(place) if (key[0], key[1] + 1) in place]
+        if pairs:
+            a, b = np.array(pairs, dtype=np.int64).T
+            n = len(tri.chunk_ids)
+            passages = coo_matrix((np.ones(2 * a.size), (np.concatenate([a, b]), np.concatenate([b, a]))),
+                                  shape=(n, n)).tocsr()
+    if passages is None:
+        return entities_and_passages(None, incidence)
+    return transition_matrix(bmat([[None, incidence], [incidence.T, passages]], format="csr"))
+
+
 def chunk_importance(
     state: QueryState, top_k: Count = 4, passage_ratio: Weight = 1.5, passage_node_weight: Weight = 0.05,
-    damping: Damping = 0.5,
+    damping: Damping = 0.5, adjacent_passages: bool = True,
 ) -> list[ContextItem]:
     """Top-k passages by global importance aggregation over the Tri-Graph (LinearRAG stage (ii)).
 
@@ -254,7 +286,8 @@ def chunk_importance(
     :class:`~unirag.operators.tri_graph_walk.PassageOccurrences`). A negative or NaN restart
     weight counts 0 (the authors' ``run_ppr``). PPR (``damping`` 0.5) runs over entities
     and passages joined by the Tri-Graph's passage -- entity edges (each entity's share of
-    the passage's mentions). Without a question entity linked (no ``state.activated``),
+    the passage's mentions) and, with ``adjacent_passages``, between consecutive chunks of a
+    document (:func:`linearrag_transition`). Without a question entity linked (no ``state.activated``),
     passages are ranked by dense score (LinearRAG's fallback).
     Defaults from the authors' code (1.5, 0.05, 0.5). Writes ``state.chunks``.
     """
@@ -277,7 +310,8 @@ def chunk_importance(
     restart = np.concatenate([seeds, passages])
     restart = np.where(np.isnan(restart) | (restart < 0), 0.0, restart)
     transposed = state.resources.derived(
-        "linearrag_transition_transposed", lambda: entities_and_passages(None, tri.passage_weights()).T.tocsr())
+        f"linearrag_transition_transposed:{adjacent_passages}",
+        lambda: linearrag_transition(tri, state.resources.workspace, adjacent_passages).T.tocsr())
     scores = pagerank_transposed(transposed, restart, damping)
     return ranked_passages(state, tri.chunk_ids, scores[len(tri.entity_ids):], top_k, "chunk.importance", "ppr")
 
