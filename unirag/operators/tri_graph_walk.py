@@ -18,7 +18,7 @@ slicing it replaces were the cost.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,8 +94,8 @@ class PassageOccurrences:
     """Every passage's text, lower-cased and joined, to count a name in all of them at once.
 
     LinearRAG's bonus counts ``passage_text.lower().count(entity.lower())`` in *every*
-    passage (a substring count, not only where the extractor found the entity); one regex
-    scan of the joined text does the same count (non-overlapping, left to right, like
+    passage (a substring count, not only where the extractor found the entity); one scan
+    of the joined text does the same count (non-overlapping, left to right, like
     ``str.count``) for all passages. Counts are kept per name: an entity activated by many
     questions is counted once per process."""
 
@@ -110,6 +110,14 @@ class PassageOccurrences:
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         return cls("\x00".join(lowered), starts)
 
+    def _positions(self, key: str) -> Iterator[int]:
+        """Where ``key`` starts, non-overlapping, left to right (``str.find``: about 3x faster
+        than a regex scan of the same text)."""
+        at = self.text.find(key)
+        while at >= 0:
+            yield at
+            at = self.text.find(key, at + len(key))
+
     def count(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(passage rows, occurrences) of ``name`` (case-insensitive substring) in every passage."""
         key = name.lower()
@@ -117,7 +125,7 @@ class PassageOccurrences:
             if not key:
                 found = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
             else:
-                positions = np.fromiter((m.start() for m in re.finditer(re.escape(key), self.text)), dtype=np.int64)
+                positions = np.fromiter(self._positions(key), dtype=np.int64)
                 rows, counts = np.unique(np.searchsorted(self.starts, positions, side="right") - 1,
                                          return_counts=True)
                 found = (rows.astype(np.int64), counts.astype(np.int64))
