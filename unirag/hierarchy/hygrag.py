@@ -124,7 +124,7 @@ from unirag.hierarchy.spec import BuildInputs, CostShape, HierarchySpec, MakeCar
 from unirag.index.vector_artifacts import index_given_vectors, load_vectors
 from unirag.llm.base import ChatRequest, normalise_rows
 from unirag.text.replies import read_summary as parse_summary
-from unirag.text.sentences import first_sentence
+from unirag.text.sentences import extractive_summary, first_sentence
 from unirag.text.tokenizer import Tokenizer
 
 HIERARCHY = "hygrag"
@@ -562,15 +562,17 @@ def _one_line_texts(layer: Layer, rows: list[int]) -> list[str]:
 
 
 def _read_bucket(layer: Layer, rows: list[int], max_tokens: int, tokenizer: Tokenizer, reply: str) -> Summary:
-    """:func:`_read_summary` of the bucket of ``rows``."""
-    return _read_summary(_one_line_texts(layer, rows), max_tokens, tokenizer, reply)
+    """:func:`_read_summary` of the bucket of ``rows`` (the members' texts as they are: the
+    extractive fallback tells a title line from the text)."""
+    return _read_summary([layer.texts[i] for i in rows], max_tokens, tokenizer, reply)
 
 
 def _read_summary(texts: list[str], max_tokens: int, tokenizer: Tokenizer, reply: str) -> Summary:
-    """The reply's title and summary; the members' first sentences stand in for an unusable reply."""
+    """The reply's title and summary; for an unusable reply (or none: the zero-LLM build) the
+    members' lead sentences, each once and whole (:func:`~unirag.text.sentences.extractive_summary`)."""
     title, summary, status = parse_summary(reply)
     if status == "fallback":
-        summary = tokenizer.truncate(" ".join(s for s in (first_sentence(text) for text in texts) if s), max_tokens)
+        summary = extractive_summary(texts, max_tokens, tokenizer)
     return Summary(title or _short_title(summary) or f"Community of {len(texts)} nodes", summary, status,
                    embed=summary)
 

@@ -195,7 +195,9 @@ def parse_spec(path: Path) -> MethodSpec:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's loader when PyYAML has it: a query resolves its method's spec file each time,
+        # and the pure-Python loader took 15 ms per spec on a 2-core VM (libyaml: 0.6 ms).
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise MethodError(f"{path}: cannot read method spec ({first})") from None

@@ -168,7 +168,15 @@ def pagerank_power(
     node without edges returns to the restart distribution, so the scores always sum to
     1. ``damping`` is the probability of following an edge (HippoRAG uses 0.5).
     """
-    n = transition.shape[0]
+    return pagerank_transposed(transition.T.tocsr(), restart, damping, iterations, tolerance)
+
+
+def pagerank_transposed(
+    transposed: Any, restart: np.ndarray, damping: float = 0.5, iterations: int = 100, tolerance: float = 1e-8
+) -> np.ndarray:
+    """:func:`pagerank_power` given the transition matrix already transposed (CSR): a caller
+    that walks one graph for every query transposes it once per process."""
+    n = transposed.shape[0]
     restart = np.asarray(restart, dtype=np.float64).reshape(-1)
     if restart.shape != (n,):
         raise ValueError(f"restart vector has {restart.shape[0]} entries for {n} nodes")
@@ -176,7 +184,6 @@ def pagerank_power(
     if n == 0 or total <= 0:
         return np.zeros(n)
     restart = restart / total
-    transposed = transition.T.tocsr()
     scores = restart.copy()
     for _ in range(iterations):
         walked = damping * (transposed @ scores)

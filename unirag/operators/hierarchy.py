@@ -330,6 +330,31 @@ def _relation_scores(state: QueryState, rel_rows: np.ndarray, query: np.ndarray)
     return scores
 
 
+def joint_pool(community_hits: list[tuple[str, float]], chunk_hits: list[tuple[str, float]],
+               top_k: int) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """HyGRAG's joint context pool (Algorithm 2 lines 3-6) with the authors' composition.
+
+    Algorithm 2 takes one top-k over communities and chunks; the authors' code
+    (Sunefei/HyGRAG ``HKGraphTreeRetriever._build_flat_search_results``) walks that pool
+    best first but keeps at most ``max(1, k // 5)`` communities, giving the other places to
+    chunks (and tops up with chunks when the pool runs short). Without the cap a summary,
+    whose embedding sums up many passages, wins every place and the context holds no
+    passage at all. Ties by id."""
+    cap = max(1, top_k // 5)
+    merged = sorted([(s, c, "community") for c, s in community_hits] + [(s, c, "chunk") for c, s in chunk_hits],
+                    key=lambda hit: (-hit[0], hit[1]))
+    communities: list[tuple[str, float]] = []
+    chunks: list[tuple[str, float]] = []
+    for score, node, kind in merged:
+        if len(communities) + len(chunks) >= top_k:
+            break
+        if kind == "community" and len(communities) < cap:
+            communities.append((node, score))
+        elif kind == "chunk":
+            chunks.append((node, score))
+    return communities, chunks
+
+
 def hygrag_retrieve(
     state: QueryState, top_k: Count = 4, pool: HygragPool = "joint", relations: HygragRelations = "either",
 ) -> list[ContextItem]:
@@ -338,8 +363,10 @@ def hygrag_retrieve(
     1. Context-aware: the top-k of the pool of communities (every level,
        ``community_vectors:hygrag``, summary embeddings s_C) and chunks
        (``chunk_vectors``, e_c) by cosine to the question. ``pool: joint``
-       (Algorithm 2 lines 3-6): one top-k over both, split by kind;
-       ``pool: separate`` (Eq. 14-15): top-k of each. Entities: the top-k
+       (Algorithm 2 lines 3-6): one top-k over both, split by kind, with the
+       authors' composition (:func:`joint_pool`: at most max(1, k // 5)
+       communities, chunks in the other places); ``pool: separate``
+       (Eq. 14-15): top-k of each. Entities: the top-k
        by cosine to their structure-aware embeddings z_e
        (``hygrag_node_vectors``, written with ``communities:hygrag``; Eq. 16).
     2. Relation-aware: E_all = those entities plus every entity node under
@@ -349,8 +376,13 @@ def hygrag_retrieve(
        cosine of the triplet embedding (``relation_vectors``, which embed
        ``source relation target: description``) to the question (Eq. 19).
 
-    Items in HyGRAG's prompt order (Eq. 23): communities (provenance
-    ``level``/``layer``), entities, relationships, chunks; scores are cosines.
+    Items in the order of Algorithm 2 line 14, ``Prompt(P_ret, C_ret, E_ret, R_ret)``
+    (and Eq. 20): communities (provenance ``level``/``layer``), chunks, entities,
+    relationships; scores are cosines. Eq. 23 and the authors' context builder put the
+    chunks last, but that builder cuts entity and relation texts to 150 and 100 characters
+    and the whole context only at 40,000 characters; a context cut to a token budget (a
+    prefix) would then lose every passage behind the entities and relations, so the
+    chunks come right after the one community, as Algorithm 2 lists them.
     Writes ``state.communities``, ``state.entities`` (the retrieved E_ctx),
     ``state.relationships`` and ``state.chunks``. Table 8 has no retrieval
     parameter: k is the method's ``top_k``.
@@ -373,10 +405,7 @@ def hygrag_retrieve(
     community_hits = [(c, s) for c, s in vector_top(community_index, query, top_k) if c in communities]
     chunk_hits = vector_top(resources.chunk_hnsw(model), query, top_k)
     if pool == "joint":
-        merged = sorted([(s, c, "community") for c, s in community_hits] + [(s, c, "chunk") for c, s in chunk_hits],
-                        key=lambda hit: (-hit[0], hit[1]))[:top_k]
-        community_hits = [(c, s) for s, c, kind in merged if kind == "community"]
-        chunk_hits = [(c, s) for s, c, kind in merged if kind == "chunk"]
+        community_hits, chunk_hits = joint_pool(community_hits, chunk_hits, top_k)
     entity_hits = _hygrag_entities(state, query, top_k)
 
     # Step 2: relation-aware retrieval.
@@ -398,9 +427,9 @@ def hygrag_retrieve(
     for cid, score in community_hits:
         items += with_layer(resources.community_items("hygrag", [(cid, score)], "hygrag.retrieve"),
                             communities[cid].level)
+    items += with_layer(resources.chunk_items(chunk_hits, "hygrag.retrieve"), 0)
     items += with_layer(resources.entity_items(entity_hits, "hygrag.retrieve"), 0)
     items += with_layer(resources.relationship_items(rel_hits, "hygrag.retrieve"), 0)
-    items += with_layer(resources.chunk_items(chunk_hits, "hygrag.retrieve"), 0)
     for item in items:
         if item.kind == "entity":
             item.provenance["expanded_entities"] = int(e_all.size)
