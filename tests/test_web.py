@@ -29,6 +29,8 @@ pytestmark = pytest.mark.browser
 
 HOTPOT = Path(__file__).resolve().parent / "data" / "datasets" / "hotpotqa" / "hotpotqa_train_corpus.json"
 QUESTION = "What is the capital of France?"
+#: The screen people read the page on most (the usage table and graph labels must work there).
+LAPTOP = {"width": 1280, "height": 800}
 #: A title that would run script if the page ever parsed server text as HTML.
 EVIL_TITLE = '<img src=x onerror="window.injected=1">Evil title'
 
@@ -36,12 +38,12 @@ EVIL_TITLE = '<img src=x onerror="window.injected=1">Evil title'
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A server on the small corpus, the HotpotQA sample, one record with markup in its title;
-    the kg and pg graphs and GraphRAG communities built."""
+    the kg, rkg and pg graphs and GraphRAG communities built."""
     tmp = tmp_path_factory.mktemp("web")
     corpus = small_corpus(tmp)
     (corpus / "evil.jsonl").write_text(json.dumps({"title": EVIL_TITLE, "text": "Markup is only text here."}) + "\n")
     with scripted_rag(tmp / "ws") as rag:
-        rag.index([corpus, HOTPOT], graphs="kg,pg", indices="graphrag")
+        rag.index([corpus, HOTPOT], graphs="kg,rkg,pg", indices="graphrag")
         with running_server(rag) as url:
             yield url
 
@@ -98,6 +100,48 @@ def test_ask_streams_the_answer_and_opens_a_passage(page: Any, base: str) -> Non
     shot(page, "03-ask-passage")
     page.click("#passage-close")
     assert page.locator("#passage-dialog[open]").count() == 0
+
+
+def test_the_usage_table_fits_its_column(page: Any, base: str) -> None:
+    """Issue 32: at 1280 px the table ran past its panel (the time column cut off)."""
+    page.set_viewport_size(LAPTOP)
+    open_view(page, base, "ask")
+    page.fill("#ask-question", QUESTION)
+    page.select_option("#ask-method", "vanilla")
+    page.click("#ask-submit")
+    page.wait_for_selector("#ask-answer[data-done=true]")
+    fit = page.evaluate("""() => {
+      const table = document.querySelector('#ask-usage table');
+      const panel = table.closest('.panel');
+      const box = panel.getBoundingClientRect();
+      const right = box.right - parseFloat(getComputedStyle(panel).paddingRight);
+      const cells = [...table.querySelectorAll('th, td')];
+      return { right, viewport: window.innerWidth,
+               heads: [...table.querySelectorAll('th')].map((th) => th.textContent),
+               outside: cells.filter((c) => c.getBoundingClientRect().right > right + 0.5).map((c) => c.textContent),
+               cut: cells.filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.textContent) };
+    }""")
+    assert fit["heads"] == ["stage", "LLM calls", "tokens in", "tokens out", "embed calls", "time"]
+    assert fit["outside"] == [] and fit["cut"] == [], fit
+    assert fit["right"] <= fit["viewport"]
+    shot(page, "02b-ask-usage-1280")
+
+
+def test_a_cached_answer_says_so_next_to_its_time(page: Any, base: str) -> None:
+    """The second ask of one question is answered from the response cache in milliseconds:
+    the time shown must not pass for the model's."""
+    question = "Which tower was finished in 1889 on the Champ de Mars?"
+    open_view(page, base, "ask")
+    page.select_option("#ask-method", "vanilla")
+    statuses = []
+    for _ in range(2):
+        page.fill("#ask-question", question)
+        page.click("#ask-submit")
+        page.wait_for_selector("#ask-answer[data-done=true]")
+        statuses.append(page.inner_text("#ask-status"))
+    assert "cached" not in statuses[0]
+    assert statuses[1].endswith("s (cached)"), statuses[1]
+    assert "from the response cache" in page.inner_text("#ask-usage")
 
 
 def test_the_method_picker_groups_all_methods(page: Any, base: str) -> None:
@@ -222,6 +266,119 @@ def test_graph_of_a_larger_neighbourhood(page: Any, base: str) -> None:
     page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(centre)}).emit('tap')")
     page.wait_for_selector("#graph-details .community h3")
     shot(page, "08-graph-hub")
+
+
+def show_hub(page: Any, base: str) -> str:
+    """The HotpotQA hub's 2-hop neighbourhood (54 nodes) coloured by graphrag level 1, at 1280 × 800."""
+    hub = httpx.get(f"{base}/graph/kg", params={"limit": 1}).json()["nodes"][0]["name"]
+    page.set_viewport_size(LAPTOP)
+    open_view(page, base, "graph")
+    page.wait_for_function("() => window.uniragGraph && window.uniragGraph.nodes().length > 0")
+    page.select_option("#graph-hierarchy", "graphrag")
+    page.wait_for_selector("#graph-level:not([hidden])")
+    page.select_option("#graph-level", "1")
+    page.fill("#graph-entity", hub)
+    page.click("#graph-show")
+    page.wait_for_function("(hub) => window.uniragGraph.nodes().some(n => n.data('label') === hub && n.data('centre'))",
+                           arg=hub)
+    return hub
+
+
+#: Each node as Cytoscape draws it: the label it draws (empty: none) and its font size on screen.
+DRAWN_LABELS = """() => window.uniragGraph.nodes().map((n) => ({
+  id: n.id(), centre: !!n.data('centre'), degree: n.degree(false), width: n.width(),
+  drawn: n.pstyle('label').strValue !== '', screen_px: parseFloat(n.renderedStyle('font-size')),
+  min_zoomed: n.pstyle('min-zoomed-font-size').pfValue }))"""
+
+
+def test_graph_labels_are_readable_at_the_default_zoom(page: Any, base: str) -> None:
+    """Issue 32: the 54-node picture drew every name at ~5 px. Now a drawn label is 11 px or more
+    on screen, the less-connected nodes' names wait for a zoom, and nodes are sized by degree."""
+    show_hub(page, base)
+    nodes = page.evaluate(DRAWN_LABELS)
+    drawn = [node for node in nodes if node["drawn"]]
+    assert len(nodes) > 40 and 5 <= len(drawn) < len(nodes) // 2
+    assert all(node["screen_px"] >= 11 for node in drawn), drawn
+    assert all(node["min_zoomed"] == 0 for node in nodes)  # Cytoscape's own cut-off hides nothing on its own
+    assert next(node for node in nodes if node["centre"])["drawn"]
+    hub_width = max(node["width"] for node in nodes)
+    assert hub_width > 2 * min(node["width"] for node in nodes)
+    assert next(node for node in nodes if node["centre"])["width"] == hub_width
+    edges = page.evaluate("() => window.uniragGraph.edges().map(e => [e.data('label'), e.pstyle('label').strValue])")
+    assert all(len(label) <= 24 for label, _ in edges) and not any(drawn_label for _, drawn_label in edges)
+    shot(page, "08c-graph-hub-1280")
+    page.evaluate("""() => { const cy = window.uniragGraph;
+      cy.zoom({ level: cy.zoom() * 3, renderedPosition: { x: cy.width() / 2, y: cy.height() / 2 } }); }""")
+    closer = page.evaluate(DRAWN_LABELS)
+    assert len([node for node in closer if node["drawn"]]) > len(drawn)
+    assert all(node["screen_px"] >= 11 for node in closer if node["drawn"])
+    assert any(drawn for _, drawn in page.evaluate(
+        "() => window.uniragGraph.edges().map(e => [e.id(), e.pstyle('label').strValue])"))
+    shot(page, "08d-graph-hub-zoomed")
+
+
+def test_the_legend_names_each_community_colour(page: Any, base: str) -> None:
+    show_hub(page, base)
+    page.wait_for_selector("#graph-legend .legend-entry")
+    shown = page.evaluate("""() => { const by = {};
+      window.uniragGraph.nodes().forEach((n) => { const c = n.data('raw').community || '';
+        by[c] = by[c] || { colour: n.data('colour'), count: 0 }; by[c].count += 1; });
+      return by; }""")
+    entries = page.evaluate("""() => [...document.querySelectorAll('#graph-legend .legend-entry')].map((li) => ({
+      id: li.dataset.community, title: li.querySelector('.legend-title').textContent,
+      count: Number(li.querySelector('.legend-count').textContent),
+      colour: getComputedStyle(li.querySelector('.swatch')).backgroundColor }))""")
+    assert sorted(entry["id"] for entry in entries) == sorted(shown) and len(entries) > 2
+    for entry in entries:
+        assert entry["count"] == shown[entry["id"]]["count"]
+        red, green, blue = (int(shown[entry["id"]]["colour"][i:i + 2], 16) for i in (1, 3, 5))
+        assert entry["colour"] == f"rgb({red}, {green}, {blue})"
+        if entry["id"]:
+            title = httpx.get(f"{base}/communities/graphrag/{entry['id']}").json()["title"]
+            assert entry["title"] == title
+    assert "graphrag, level 1" in page.inner_text("#graph-legend")
+
+
+def test_the_details_panel_follows_a_new_show(page: Any, base: str) -> None:
+    """Issue 32: after a second Show the panel still described a node of the previous picture."""
+    open_view(page, base, "graph")
+    page.wait_for_function("() => window.uniragGraph && window.uniragGraph.nodes().length > 0")
+    page.fill("#graph-entity", "Paris")
+    page.click("#graph-show")
+    page.wait_for_function("() => window.uniragGraph.getElementById('paris').length === 1")
+    page.evaluate("() => window.uniragGraph.getElementById('paris').emit('tap')")
+    assert page.inner_text("#graph-details h2") == "Paris"
+    hub = httpx.get(f"{base}/graph/kg", params={"limit": 1}).json()["nodes"][0]["name"]
+    page.fill("#graph-entity", hub)
+    page.click("#graph-show")
+    page.wait_for_function("(hub) => window.uniragGraph.nodes().some(n => n.data('label') === hub && n.data('centre'))",
+                           arg=hub)
+    assert page.locator("#graph-details h2").count() == 0
+    assert "Paris" not in page.inner_text("#graph-details")
+    page.evaluate("() => window.uniragGraph.nodes().filter(n => n.data('centre'))[0].emit('tap')")
+    assert page.inner_text("#graph-details h2") == hub
+
+
+def test_edges_carry_keywords_and_the_whole_relation_on_hover(page: Any, base: str) -> None:
+    """rkg edges: a description sentence and keywords. The edge shows the keywords; the
+    sentence is in the tooltip (a real mouse hover) and the details panel."""
+    open_view(page, base, "graph")
+    page.wait_for_function("() => window.uniragGraph && window.uniragGraph.nodes().length > 0")
+    page.fill("#graph-entity", "Paris")
+    page.select_option("#graph-type", "rkg")  # a change of graph shows it
+    page.wait_for_function("() => window.uniragGraph.edges().some(e => e.data('raw').keywords)")
+    edge = page.evaluate("""() => { const e = window.uniragGraph.edges()[0]; const at = e.renderedMidpoint();
+      return { id: e.id(), label: e.data('label'), raw: e.data('raw'), x: at.x, y: at.y }; }""")
+    assert edge["raw"]["description"] and edge["label"] != edge["raw"]["description"]
+    assert edge["label"] == ", ".join(edge["raw"]["keywords"][:2]) and len(edge["label"]) <= 24
+    canvas = page.locator("#graph-canvas").bounding_box()
+    page.mouse.move(canvas["x"] + edge["x"], canvas["y"] + edge["y"])
+    page.wait_for_selector("#graph-tip:not([hidden])")
+    assert edge["raw"]["description"] in page.inner_text("#graph-tip")
+    shot(page, "08e-graph-edge-hover")
+    page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(edge['id'])}).emit('tap')")
+    details = page.inner_text("#graph-details")
+    assert edge["raw"]["description"] in details and "keywords" in details
 
 
 def test_graph_view_says_when_the_graph_is_stale(page: Any, tmp_path: Path) -> None:

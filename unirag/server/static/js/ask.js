@@ -2,7 +2,7 @@
 // then the context items and the usage per stage.
 
 import { stream } from "./api.js";
-import { $, el, replace } from "./dom.js";
+import { $, el, number, replace } from "./dom.js";
 import { describe, fillSelect, methods } from "./methods.js";
 import { contextItem, usageTable } from "./passages.js";
 
@@ -17,6 +17,15 @@ export async function showAsk() {
     select.addEventListener("change", info);
     info();
   }
+}
+
+/** A time measured on cached replies is not the model's: say so next to it (the cache keeps
+ * no original time to show instead). */
+function cacheNote(usage) {
+  if (!usage.cache_hits) return null;
+  const all = !usage.llm_calls;
+  return el("span", { id: "ask-cached-label", title: "replies from the response cache; the model's own time is not stored" },
+    all ? " (cached)" : ` (${number(usage.cache_hits)} of ${number(usage.cache_hits + usage.llm_calls)} replies cached)`);
 }
 
 export function installAsk(report) {
@@ -48,7 +57,8 @@ export function installAsk(report) {
       replace(answer, result.answer || (body.retrieve_only ? "(context only)" : "(no answer)"));
       answer.dataset.done = "true";
       const took = ((performance.now() - started) / 1000).toFixed(2);
-      replace($("ask-status"), `${result.method} · ${result.context.length} context items · ${took} s`);
+      replace($("ask-status"), `${result.method} · ${result.context.length} context items · ${took} s`,
+        cacheNote(result.usage || {}));
       replace($("ask-context"), result.context.map((item) => contextItem(item)));
       replace($("ask-usage"), usageTable(result),
         (result.warnings || []).map((w) => el("p", { className: "warning" }, w)));

@@ -1,15 +1,21 @@
 // Graph: a k-hop neighbourhood of one entity (or the best-connected nodes), a page at a
 // time from GET /graph/{type} (never the whole graph), drawn with Cytoscape.js; nodes
-// coloured by their community in a chosen hierarchy; details and passages on click.
+// coloured by their community in a chosen hierarchy (with a legend); labels sized to be read
+// (graph_labels.js); full names and relations on hover, details and passages on click.
 
 import cytoscape from "../vendor/cytoscape.esm.min.js";
 import { getJSON, segment } from "./api.js";
 import { $, el, number, replace } from "./dom.js";
+import { graphStyle, labelsForDefaultZoom, relabel, shortRelation, sizeByDegree } from "./graph_labels.js";
+import { renderLegend } from "./graph_legend.js";
 import { passageButtons } from "./passages.js";
 
 const PAGE = 60;
 const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-  "#9c755f", "#86bcb6", "#d37295", "#a0cbe8"];
+  "#9c755f", "#86bcb6", "#d37295", "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#fabfd2",
+  "#79706e", "#d4a6c8", "#f1ce63"];
+/** A default zoom above this makes a small graph's few nodes huge. */
+const MOST_FITTED_ZOOM = 1.5;
 const NO_COMMUNITY = "#9aa5b1";
 
 // `asked` counts requests: an answer to an older one than the last (a quick second click) is dropped.
@@ -17,29 +23,40 @@ const view = { cy: null, query: null, next: null, colours: new Map(), hierarchie
 
 function renderer() {
   if (view.cy) return view.cy;
-  view.cy = cytoscape({
-    container: $("graph-canvas"),
-    minZoom: 0.2, maxZoom: 1.6,
-    style: [
-      { selector: "node", style: {
-        "background-color": "data(colour)", label: "data(label)", "font-size": 13, color: "#1f2933",
-        "min-zoomed-font-size": 6, "text-outline-color": "#ffffff", "text-outline-width": 2,
-        "text-valign": "bottom", "text-margin-y": 3, width: "data(size)", height: "data(size)",
-        "text-wrap": "ellipsis", "text-max-width": 120, "border-width": 1, "border-color": "#ffffff" } },
-      { selector: "node[?centre]", style: { "border-width": 3, "border-color": "#1f2933" } },
-      { selector: "node:selected", style: { "border-width": 3, "border-color": "#d64545" } },
-      { selector: "edge", style: {
-        width: 1.5, "line-color": "#c3cad3", "curve-style": "bezier", label: "data(label)", "font-size": 10,
-        "min-zoomed-font-size": 8,
-        color: "#52606d", "text-rotation": "autorotate", "text-background-color": "#ffffff",
-        "text-background-opacity": 0.8, "text-background-padding": 1 } },
-      { selector: "edge:selected", style: { "line-color": "#d64545", width: 3 } },
-    ],
-  });
+  view.cy = cytoscape({ container: $("graph-canvas"), minZoom: 0.1, maxZoom: 5, style: graphStyle() });
   view.cy.on("tap", "node", (event) => nodeDetails(event.target.data("raw")));
   view.cy.on("tap", "edge", (event) => edgeDetails(event.target.data("raw")));
+  view.cy.on("zoom", () => relabel(view.cy));
+  view.cy.on("mouseover", "node, edge", (event) => hover(event.target, event.renderedPosition));
+  view.cy.on("mouseout", "node, edge", (event) => { event.target.removeClass("hover"); $("graph-tip").hidden = true; });
   window.uniragGraph = view.cy; // the browser tests read the rendered nodes from here
   return view.cy;
+}
+
+/** The whole name or relation under the pointer (labels are short or hidden). */
+function hover(element, position) {
+  element.addClass("hover");
+  const at = position || (element.isNode() ? element.renderedPosition() : element.renderedMidpoint());
+  const tip = $("graph-tip");
+  replace(tip, element.isNode() ? tipOfNode(element) : tipOfEdge(element.data("raw")));
+  tip.hidden = false;
+  const room = $("graph-canvas").clientWidth - tip.offsetWidth - 8; // keep it inside the canvas
+  tip.style.left = `${Math.max(0, Math.min(Math.round(at.x + 12), room))}px`;
+  tip.style.top = `${Math.round(at.y + 12)}px`;
+}
+
+function tipOfNode(node) {
+  const raw = node.data("raw");
+  return [el("strong", {}, label(raw)), el("div", { className: "muted" },
+    `${raw.kind || "node"} · ${node.degree(false)} links shown`)];
+}
+
+function tipOfEdge(edge) {
+  const name = (id) => { const node = view.cy.getElementById(id); return node.length ? node.data("label") : id; };
+  const relation = [edge.relation, (edge.keywords || []).join(", ")].filter(Boolean).join(" · ");
+  return [el("strong", {}, `${name(edge.source)} → ${name(edge.target)}`),
+    relation ? el("div", {}, relation) : null,
+    edge.description && edge.description !== edge.relation ? el("div", { className: "muted" }, edge.description) : null];
 }
 
 function colourOf(community) {
@@ -52,21 +69,29 @@ function label(node) {
   return String(node.name || node.title || node.id);
 }
 
+/** A start position from the node's id: the same graph gets the same picture every time. */
+function startPosition(id) {
+  let hash = 2166136261;
+  for (const char of id) hash = Math.imul(hash ^ char.codePointAt(0), 16777619) >>> 0;
+  return { x: (hash % 1000) - 500, y: (Math.floor(hash / 1000) % 1000) - 500 };
+}
+
 function elementsOf(page) {
-  const nodes = page.nodes.map((node) => ({ group: "nodes", data: {
+  const nodes = page.nodes.map((node) => ({ group: "nodes", position: startPosition(node.id), data: {
     id: node.id, label: label(node), raw: node, centre: node.hops === 0,
-    colour: colourOf(node.community), size: node.hops === 0 ? 30 : 20 } }));
+    colour: colourOf(node.community), size: 14, font: 12, textWidth: 140 } }));
   const edges = page.edges.map((edge, i) => ({ group: "edges", data: {
     id: `e:${page.offset}:${i}:${edge.source}->${edge.target}`, source: edge.source, target: edge.target,
-    label: edge.relation || "", raw: edge } }));
+    label: shortRelation(edge), raw: edge, font: 11, textWidth: 140 } }));
   return [...nodes, ...edges];
 }
 
 function status(page, cy) {
   const around = page.entity ? `around ${page.entity} (${page.hops} hops)` : "best-connected nodes";
   const hierarchy = page.hierarchy ? ` · coloured by ${page.hierarchy} level ${page.level}` : "";
+  const quiet = cy.nodes(".quiet").length ? " · zoom in for the names of less-connected nodes" : "";
   replace($("graph-status"), `${page.type}: ${cy.nodes().length} of ${number(page.total_nodes)} nodes ${around}, `,
-    `${cy.edges().length} edges${hierarchy}`, staleNote(page));
+    `${cy.edges().length} edges${hierarchy}${quiet}`, staleNote(page));
 }
 
 // The server flags what it shows when the corpus changed after it was built (a killed index
@@ -90,15 +115,32 @@ async function load(append) {
     cy.elements().remove();
     view.colours.clear();
     levelPicker(page);
+    clearDetails();
   }
   cy.add(elementsOf(page));
+  sizeByDegree(cy);
   view.next = page.next_offset;
   $("graph-more").disabled = view.next === null || view.next === undefined;
-  cy.layout({ name: "cose", animate: false, randomize: !append, nodeRepulsion: () => 400000,
-    idealEdgeLength: () => 90, nodeOverlap: 40, componentSpacing: 90, gravity: 0.2, numIter: 1500,
-    padding: 30 }).run();
+  // the canvas's shape as bounds: a wide canvas gets a wide picture, with room for the labels
+  cy.layout({ name: "cose", animate: false, randomize: false, randomSeed: 1, nodeRepulsion: () => 800000,
+    idealEdgeLength: () => 110, nodeOverlap: 40, componentSpacing: 90, gravity: 0.2, numIter: 1500,
+    padding: 30, boundingBox: { x1: 0, y1: 0, w: cy.width(), h: cy.height() } }).run();
   cy.fit(undefined, 30);
+  if (cy.zoom() > MOST_FITTED_ZOOM) cy.zoom({ level: MOST_FITTED_ZOOM, renderedPosition: centreOf(cy) });
+  labelsForDefaultZoom(cy);
   status(page, cy);
+  await renderLegend(cy, query, page.level, () => ticket === view.asked);
+}
+
+function centreOf(cy) {
+  return { x: cy.width() / 2, y: cy.height() / 2 };
+}
+
+/** A new Show: the details of a node of the old picture would describe something no longer shown. */
+function clearDetails() {
+  replace($("graph-details"), el("p", { className: "muted" },
+    "Click a node or an edge for its description and source passages (hover one for its full name)."));
+  $("graph-tip").hidden = true;
 }
 
 function levelPicker(page) {
@@ -154,7 +196,7 @@ function nodeDetails(node) {
 function edgeDetails(edge) {
   const name = (id) => { const node = view.cy.getElementById(id); return node.length ? node.data("label") : id; };
   replace($("graph-details"), el("h2", {}, `${name(edge.source)} → ${name(edge.target)}`),
-    field("relation", edge.relation), field("weight", edge.weight),
+    field("relation", edge.relation), field("keywords", (edge.keywords || []).join(", ")), field("weight", edge.weight),
     el("p", { className: "description" }, edge.description || "(no description)"),
     edge.chunk_ids && edge.chunk_ids.length ? el("div", {}, el("h3", {}, "Source passages"),
       el("div", { className: "item-passages" }, passageButtons(edge.chunk_ids))) : null);

@@ -65,19 +65,42 @@ export function contextItem(item, shared = new Map()) {
     passageButtons(ids, shared)) : null);
 }
 
+/** Short column heads (the panel is narrow), each with its whole meaning on hover. */
+const USAGE_HEAD = [["stage", "the query's stage"], ["LLM calls", "chat-model calls (replies from the response cache not counted)"],
+  ["tokens in", "prompt tokens"], ["tokens out", "completion tokens"], ["embed calls", "embedding-model calls"],
+  ["time", "seconds in the stage"]];
+
+/** A stage name that may wrap after its dots ("query.<wbr>generate"), not inside a word. */
+function breakable(stage) {
+  return stage.split(".").map((part, i, parts) => (i < parts.length - 1 ? [`${part}.`, el("wbr")] : part));
+}
+
 /** The usage table of a result: per stage, then the whole query. */
 export function usageTable(result) {
   const stages = Object.entries(result.usage_by_stage || {});
   const timings = result.timings || {};
-  const rows = stages.map(([stage, u]) => [stage, number(u.llm_calls), number(u.prompt_tokens),
+  const rows = stages.map(([stage, u]) => [breakable(stage), number(u.llm_calls), number(u.prompt_tokens),
     number(u.completion_tokens), number(u.embedding_calls), seconds(u.seconds)]);
   const total = result.usage || {};
   rows.push([el("strong", {}, "query"), number(total.llm_calls), number(total.prompt_tokens),
     number(total.completion_tokens), number(total.embedding_calls), seconds(timings.total)]);
-  const view = [table(["stage", "LLM calls", "prompt tokens", "completion tokens", "embedding calls", "time"], rows, "table usage")];
+  const head = USAGE_HEAD.map(([name, meaning]) => el("span", { title: meaning }, name));
+  const view = [table(head, rows, "table usage")];
+  if (total.cache_hits) {
+    view.push(el("p", { className: "muted timings", id: "ask-cached" },
+      `${cachedReplies(total)} from the response cache: their time is the cache look-up's, not the model's.`));
+  }
   const parts = Object.entries(timings).filter(([name]) => name !== "total");
   if (parts.length) {
     view.push(el("p", { className: "muted timings" }, parts.map(([name, value]) => `${name} ${seconds(value)}`).join(" · ")));
   }
   return view;
+}
+
+/** "the model's reply" / "2 of 3 model replies", for a result's usage with cache hits. */
+export function cachedReplies(usage) {
+  const replies = (usage.llm_calls || 0) + (usage.cache_hits || 0);
+  if (replies === 1) return "The model's reply came";
+  return usage.cache_hits === replies ? `All ${number(replies)} model replies came`
+    : `${number(usage.cache_hits)} of ${number(replies)} model replies came`;
 }
