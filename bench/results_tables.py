@@ -151,14 +151,20 @@ def types_with_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
             for kind in question_types(scored)}
 
 
-def method_table(rows: Sequence[dict[str, Any]], at: int) -> list[str]:
-    """The per-method table (Markdown lines)."""
+def summaries_at(rows: Sequence[dict[str, Any]], at: int) -> list[dict[str, Any]]:
+    """The budget summaries of ``rows`` (:mod:`unirag.eval.budget_report`); ``at`` must be a budget."""
     summaries = budget_summaries(rows)
     if not summaries:
         raise ResultsError("no row has budget figures: run unirag eval with --budget")
     budgets = sorted({s["budget"] for s in summaries})
     if at not in budgets:
         raise ResultsError(f"--at {at}: the rows have budgets {', '.join(map(str, budgets))} only")
+    return summaries
+
+
+def method_table(rows: Sequence[dict[str, Any]], summaries: Sequence[dict[str, Any]], at: int) -> list[str]:
+    """The per-method table (Markdown lines)."""
+    budgets = sorted({s["budget"] for s in summaries})
     found = by_key(summaries)
     total = len({row["question_id"] for row in rows})
     types = types_with_counts(rows)
@@ -192,10 +198,11 @@ class GoalCheck:
     verdict: str  # "met", "not-met" or "no-baseline"
 
 
-def goal_check(rows: Sequence[dict[str, Any]], at: int, title: str) -> GoalCheck:
+def goal_check(rows: Sequence[dict[str, Any]], summaries: Sequence[dict[str, Any]], at: int,
+               title: str) -> GoalCheck:
     """The better baseline at ``at`` tokens, every graph method's paired difference from it,
     and the sentence that says whether the goal is met on this dataset."""
-    found = by_key(budget_summaries(rows))
+    found = by_key(summaries)
     present = [(found[(b, at, ALL)][METRIC], b) for b in BASELINES
                if (b, at, ALL) in found and found[(b, at, ALL)].get(METRIC) is not None]
     if not present:
@@ -276,11 +283,12 @@ def section(rows: Sequence[dict[str, Any]], key: str, at: int, provenance: Prove
     total = len({row["question_id"] for row in rows})
     types = types_with_counts(rows)
     kinds = "; " + ", ".join(f"{count} {kind}" for kind, count in types.items()) if types else ""
-    check = goal_check(rows, at, title)
+    summaries = summaries_at(rows, at)
+    check = goal_check(rows, summaries, at, title)
     lines = [f"**{title}** ({total} questions{kinds}). Measured {provenance.date} on {provenance.machine}, "
              f"commit `{provenance.commit}`.", "",
              "<!-- docs-test: not-run a benchmark of hours on the shared datasets -->", "```bash",
-             *provenance.commands, provenance.script, "```", "", *method_table(rows, at), "", *check.lines, "",
+             *provenance.commands, provenance.script, "```", "", *method_table(rows, summaries, at), "", *check.lines, "",
              f"<!-- results-verdict:{key}:{check.verdict} -->"]
     return "\n".join(lines), check.verdict
 
