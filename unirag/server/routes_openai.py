@@ -85,13 +85,13 @@ async def chat_completions(body: ChatCompletionRequest, state: State) -> Any:
     question = last_question(body.messages)
     common = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": spec.name}
     if not body.stream:
-        result = await state.rag.aquery(question, spec, build=state.settings.build)
+        result = await state.rag.aquery(question, spec, build=state.settings.query_build)
         return {**common, "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer},
                              "finish_reason": "stop"}],
                 "usage": usage_of(result)}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    first, rest = await started(state.rag.astream(question, spec, build=state.settings.build))
+    first, rest = await started(state.rag.astream(question, spec, build=state.settings.query_build))
     chunk = {**common, "object": "chat.completion.chunk"}
 
     def choice(delta: dict[str, str], finish: str | None) -> str:
