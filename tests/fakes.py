@@ -169,6 +169,20 @@ class ScriptedChat:
         yield response
 
 
+class TokenCountedChat(ScriptedChat):
+    """The scripted model replaying its replies as an OpenAI-compatible server reports them:
+    prompt and completion tokens counted with our tokenizer (ScriptedChat counts words), so
+    a cost estimate's prompt tokens compare with what a paid endpoint would bill."""
+
+    def complete(self, request: ChatRequest) -> ChatResponse:
+        from unirag.text.tokenizer import get_tokenizer
+
+        count = get_tokenizer().count
+        response = super().complete(request)
+        return ChatResponse(text=response.text, prompt_tokens=sum(count(m["content"]) for m in request.messages),
+                            completion_tokens=count(response.text), finish_reason=response.finish_reason)
+
+
 class LoggedChat(ScriptedChat):
     """A :class:`ScriptedChat` for other processes (a Ray worker builds its own): each call it
     serves appends the request's cache key to the file ``log``, so a test counts the calls

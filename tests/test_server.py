@@ -321,6 +321,26 @@ def test_no_build_is_409_naming_the_command(tmp_path: Path) -> None:
             assert client.post("/query", json={"question": QUESTION}).json()["answer"] == "paris"
 
 
+def test_a_paid_build_is_409_with_its_estimate_unless_build_paid(tmp_path: Path) -> None:
+    from fakes import HashEmbedder, ScriptedChat
+
+    from unirag.api import UniRAG
+
+    chat = ScriptedChat()
+    paid = {"chat.base_url": "http://127.0.0.1:9/v1", "chat.model": "paid", "graph.extractor": "llm"}
+    with UniRAG(tmp_path / "ws", chat_backend=chat, embedding_backend=HashEmbedder(), **paid) as rag:
+        rag.index(small_corpus(tmp_path))
+        with running_server(rag) as url, httpx.Client(base_url=url, timeout=60) as client:
+            before = chat.calls
+            error = assert_error(client.post("/query", json={"question": QUESTION, "method": "hipporag"}), 409,
+                                 "LLM calls")
+            assert "--for hipporag" in error["message"] and chat.calls == before
+            assert client.post("/query", json={"question": QUESTION}).json()["answer"] == "paris"  # nothing to build
+        with running_server(rag, ServerSettings(build_paid=True)) as url, httpx.Client(base_url=url, timeout=60) as client:
+            assert client.post("/query", json={"question": QUESTION, "method": "hipporag"}).status_code == 200
+            assert chat.calls > before
+
+
 # -- OpenAI-compatible API --------------------------------------------------------------------------
 
 

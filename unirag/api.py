@@ -239,13 +239,14 @@ class UniRAG:
         *,
         graphs: str | Sequence[str] | None = None,
         indices: str | Sequence[str] | None = None,
-        method: str | None = None,
+        method: str | Sequence[str] | None = None,
+        for_methods: str | Sequence[str] | None = None,
         fmt: str = "auto",
     ) -> IndexPlan:
         """Check an :meth:`index` request without a workspace: the format is known, every
         source exists, graph, index and method names resolve (one line on a mistake). A
         caller that creates the workspace (the CLI) checks first, so a typo creates nothing."""
-        return plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+        return plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=_methods(method, for_methods))
 
     def estimate(
         self,
@@ -253,7 +254,8 @@ class UniRAG:
         *,
         graphs: str | Sequence[str] | None = None,
         indices: str | Sequence[str] | None = None,
-        method: str | None = None,
+        method: str | Sequence[str] | None = None,
+        for_methods: str | Sequence[str] | None = None,
         fmt: str = "auto",
         rebuild: bool = False,
     ) -> CostEstimate | None:
@@ -261,7 +263,7 @@ class UniRAG:
         paid chat endpoint, from the sources chunked in memory: no model call, nothing written.
         None when indexing calls no paid model (the embedded model, the zero-LLM path)."""
         return _estimate(self.workspace, self.settings, self._estimate_chat(), sources, graphs=graphs,
-                         indices=indices, method=method, fmt=fmt, rebuild=rebuild)
+                         indices=indices, method=method, for_methods=for_methods, fmt=fmt, rebuild=rebuild)
 
     @classmethod
     def dry_run(
@@ -295,7 +297,8 @@ class UniRAG:
         documents: Iterable[Document | Mapping[str, Any]] | None = None,
         graphs: str | Sequence[str] | None = None,
         indices: str | Sequence[str] | None = None,
-        method: str | None = None,
+        method: str | Sequence[str] | None = None,
+        for_methods: str | Sequence[str] | None = None,
         fmt: str = "auto",
         sync: bool = False,
         rebuild: bool = False,
@@ -304,13 +307,14 @@ class UniRAG:
         """Add files or directories (``sources``) and/or in-memory ``documents`` (Document objects
         or ``{"text", "title"?, "id"?}`` records), then build the chunk indices, the ``graphs``
         (``"kg,tree"`` or a list; default ``graph.graphs``), the ``indices`` (artifact names or
-        aliases: ``"graphrag"``, ``["entity_vectors"]``, ``"all"``) and what ``method`` needs.
+        aliases: ``"graphrag"``, ``["entity_vectors"]``, ``"all"``) and everything the methods
+        ``for_methods`` need (``"archrag,hipporag2"`` or a list; ``method`` is its older alias).
         With neither sources nor documents, builds on the stored corpus. As ``unirag index``:
         resumable, unchanged input is a no-op, ``sync`` deletes documents of vanished files,
         ``rebuild`` re-chunks from scratch. ``estimate`` (from :meth:`estimate`, shown before the
         run) is stored with the run's actual usage (``stats()["last_index_cost"]``). Returns the
         report (``.to_json()`` as ``--json``)."""
-        plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+        plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=_methods(method, for_methods))
         docs = [as_document(item) for item in documents] if documents is not None else None
         with self._lock:
             try:
@@ -428,19 +432,22 @@ class UniRAG:
     # -- queries ---------------------------------------------------------------------------------
 
     def query(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-              retrieve_only: bool = False, build: bool = True,
+              retrieve_only: bool = False, build: bool | None = None,
               history: Sequence[Mapping[str, Any]] = ()) -> QueryResult:
         """Answer ``question`` with ``method`` (a name, alias, spec file or spec; default the
         settings' ``method``, ``vanilla``). ``top_k``: items per retrieval operator for this
-        query; ``retrieve_only``: the context without an answer; ``build=False``: refuse (one
-        line) instead of building missing or stale artifacts first. ``history``: the earlier
+        query; ``retrieve_only``: the context without an answer. Missing or stale artifacts are
+        built first when that is free (``build=None``, the default: the zero-LLM path, the
+        embedded model); a build that would call a paid chat endpoint raises
+        :class:`~unirag.errors.PaidBuildError` (one line with its estimate) unless
+        ``build=True``; ``build=False`` refuses any build (one line). ``history``: the earlier
         messages of a chat (``{"role": "user"|"assistant", "content": ...}``, oldest first):
         the question is made self-contained from them first (:mod:`unirag.generate.standalone`;
         ``result.asked`` keeps it as asked, ``result.question`` is what retrieval read)."""
         return _last(self._events(question, method, top_k, retrieve_only, build, streamed=False, history=history))
 
     def stream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-               retrieve_only: bool = False, build: bool = True,
+               retrieve_only: bool = False, build: bool | None = None,
                history: Sequence[Mapping[str, Any]] = ()) -> Iterator[QueryEvent]:
         """As :meth:`query`, yielding :class:`AnswerDelta` events as the final model call
         generates, then one :class:`QueryDone` with the result. The deltas concatenate to
@@ -449,7 +456,7 @@ class UniRAG:
         return self._events(question, method, top_k, retrieve_only, build, streamed=True, history=history)
 
     def _events(self, question: str, method: str | MethodSpec | None, top_k: int | None, retrieve_only: bool,
-                build: bool, streamed: bool, history: Sequence[Mapping[str, Any]] = ()) -> Iterator[QueryEvent]:
+                build: bool | None, streamed: bool, history: Sequence[Mapping[str, Any]] = ()) -> Iterator[QueryEvent]:
         run = self._begin(question, method, top_k, build, not retrieve_only, history)
         answer = raw = ""
         if not retrieve_only:
@@ -468,7 +475,7 @@ class UniRAG:
             run.state.timings["generate"] = time.perf_counter() - tick
         yield QueryDone(self._finish(run, answer, raw))
 
-    def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool,
+    def _begin(self, question: str, method: str | MethodSpec | None, top_k: int | None, build: bool | None,
                generated: bool = True, history: Sequence[Mapping[str, Any]] = ()) -> _QueryRun:
         """Check the question, resolve the method, bring what it needs up to date, retrieve."""
         question = check_question(question, self.settings)  # before any build a refused question would pay for
@@ -482,7 +489,7 @@ class UniRAG:
                 behind = as_is
             else:
                 refreshed = prepare_query(self.workspace, self.settings, self.stack, spec.requires(), self.progress,
-                                          build=build, ledger=refresh, note=self.note)
+                                          build=build, ledger=refresh, note=self.note, method=spec.name)
                 manifest = self.workspace.manifest.entries()
                 if refreshed or manifest != self._runner_manifest:  # another writer may have rebuilt them
                     self._runner, self._runner_manifest = None, manifest
@@ -531,20 +538,20 @@ class UniRAG:
         return await asyncio.to_thread(self.delete, ids_or_sources)
 
     async def aquery(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-                     retrieve_only: bool = False, build: bool = True,
+                     retrieve_only: bool = False, build: bool | None = None,
                      history: Sequence[Mapping[str, Any]] = ()) -> QueryResult:
         """:meth:`query` without blocking the loop (module docstring: what runs where)."""
         events = self._aevents(question, method, top_k, retrieve_only, build, streamed=False, history=history)
         return _last([event async for event in events])
 
     def astream(self, question: str, method: str | MethodSpec | None = None, *, top_k: int | None = None,
-                retrieve_only: bool = False, build: bool = True,
+                retrieve_only: bool = False, build: bool | None = None,
                 history: Sequence[Mapping[str, Any]] = ()) -> AsyncIterator[QueryEvent]:
         """:meth:`stream` as an async iterator: ``async for event in rag.astream(q): ...``."""
         return self._aevents(question, method, top_k, retrieve_only, build, streamed=True, history=history)
 
     async def _aevents(self, question: str, method: str | MethodSpec | None, top_k: int | None,
-                       retrieve_only: bool, build: bool, streamed: bool,
+                       retrieve_only: bool, build: bool | None, streamed: bool,
                        history: Sequence[Mapping[str, Any]] = ()) -> AsyncIterator[QueryEvent]:
         run = await asyncio.to_thread(self._begin, question, method, top_k, build, not retrieve_only, history)
         answer = raw = ""
@@ -583,11 +590,20 @@ class UniRAG:
 
 def _estimate(workspace: Workspace | None, settings: Settings, chat: ChatModel,
               sources: str | Path | Sequence[str | Path] | None, *, graphs: str | Sequence[str] | None = None,
-              indices: str | Sequence[str] | None = None, method: str | None = None, fmt: str = "auto",
+              indices: str | Sequence[str] | None = None, method: str | Sequence[str] | None = None,
+              for_methods: str | Sequence[str] | None = None, fmt: str = "auto",
               rebuild: bool = False) -> CostEstimate | None:
     """The estimate of an index request on ``workspace`` (None: one not created yet)."""
-    plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=method)
+    plan = plan_index(sources, fmt=fmt, graphs=graphs, indices=indices, method=_methods(method, for_methods))
     return estimate_plan(workspace, plan, settings, chat, fmt, rebuild)
+
+
+def _methods(method: str | Sequence[str] | None, for_methods: str | Sequence[str] | None) -> list[str]:
+    """The methods an index call builds for: ``for_methods`` and its older alias ``method``, together."""
+    names: list[str] = []
+    for given in (method, for_methods):
+        names += [given] if isinstance(given, str) else list(given or [])
+    return names
 
 
 def _last(events: Iterable[QueryEvent]) -> QueryResult:

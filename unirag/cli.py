@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from unirag.api_types import QueryDone
-from unirag.errors import SourceError, UniragError
+from unirag.errors import PaidBuildError, SourceError, UniragError
 from unirag.progress import Progress
 from unirag.store.location import PASSWORD_ENV, STORE_FILE, without_password
 
@@ -287,8 +287,12 @@ def index(
         typer.Option("--index", "-i", help="indices to build, e.g. entity_vectors,graphrag,archrag,chnsw,hygrag,"
                                            "leanrag,chunk_tfidf or all (see 'unirag stats')"),
     ] = None,
+    for_methods: Annotated[
+        str | None, typer.Option("--for", help="also build everything these methods (names or .yaml, comma-"
+                                               "separated) need: graphs, indices, hierarchies")
+    ] = None,
     method: Annotated[
-        str | None, typer.Option("--method", "-m", help="also build what this method (name or .yaml) needs")
+        str | None, typer.Option("--method", "-m", help="as --for (one method)")
     ] = None,
     extractor: Annotated[str | None, typer.Option("--extractor", help="entity extractor: llm | nlp")] = None,
     gleaning: Annotated[int | None, typer.Option("--gleaning", help="extra extraction passes (llm)")] = None,
@@ -319,7 +323,7 @@ def index(
     from unirag.api import UniRAG
     from unirag.workspace import Workspace
 
-    request = {"graphs": graph, "indices": build, "method": method, "fmt": fmt}
+    request = {"graphs": graph, "indices": build, "method": method, "for_methods": for_methods, "fmt": fmt}
     UniRAG.plan(sources, **request)  # a mistake is one line before anything is created
     settings = _settings(
         workspace,
@@ -417,6 +421,10 @@ def query(
     no_build: Annotated[
         bool, typer.Option("--no-build", help="fail instead of building missing or stale artifacts first")
     ] = False,
+    build: Annotated[
+        bool, typer.Option("--build", help="build what the method needs even when that calls a paid chat model "
+                                           "(without it: asked on a terminal, refused off one)")
+    ] = False,
     stream: Annotated[
         bool, typer.Option("--stream", help="print the answer as it is generated (with --json: one JSON "
                                             "event per line)")
@@ -427,7 +435,9 @@ def query(
     """Answer QUESTION with a method over the workspace; show the answer and its sources.
 
     Artifacts the method needs that are missing, or built on an older corpus, are
-    brought up to date first (and said so); ``--no-build`` refuses instead."""
+    brought up to date first (and said so); ``--no-build`` refuses instead. A build that
+    would call a paid chat model asks first on a terminal (with its estimate) and is
+    refused off one unless ``--build``."""
     from unirag.methods.spec import resolve_method
     from unirag.workspace import Workspace
 
@@ -436,11 +446,18 @@ def query(
         chat__max_tokens=max_tokens, method=method, store=store,
     )
     spec = resolve_method(settings.method)
+    allowed: bool | None = False if no_build else (True if build else None)
     with _attached(Workspace.open(workspace, settings.store), settings, _show_progress(as_json), note=_err) as rag:
-        if stream and not retrieve_only:
-            result = _print_stream(rag.stream(question, spec, build=not no_build), spec.title, as_json)
-        else:
-            result = rag.query(question, spec, retrieve_only=retrieve_only, build=not no_build)
+        try:
+            result = _ask(rag, question, spec, allowed, stream, retrieve_only, as_json)
+        except PaidBuildError as refused:
+            if not _stdin_is_terminal():
+                raise UniragError(f"{refused.summary}: add --build to build it (or build first with "
+                                  f"'unirag index -w {workspace} --for {spec.name}')") from None
+            if not typer.confirm(f"unirag: {refused.summary}; continue?", default=False, err=True):
+                _err("cancelled: nothing was built")
+                raise typer.Exit(1) from None
+            result = _ask(rag, question, spec, True, stream, retrieve_only, as_json)
     if result.refreshed and result.refresh_ledger is not None:
         total = result.refresh_ledger.total()
         _err(f"brought what {spec.name} needs up to date first: "
@@ -454,6 +471,14 @@ def query(
             print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
         return
     _print_answer(result, spec.title, settings, retrieve_only, answer_shown=stream)
+
+
+def _ask(rag: Any, question: str, spec: Any, build: bool | None, stream: bool, retrieve_only: bool,
+         as_json: bool) -> Any:
+    """One query, streamed or not; ``build`` as :meth:`UniRAG.query`'s."""
+    if stream and not retrieve_only:
+        return _print_stream(rag.stream(question, spec, build=build), spec.title, as_json)
+    return rag.query(question, spec, retrieve_only=retrieve_only, build=build)
 
 
 def _print_stream(events: Iterable[Any], title: str, as_json: bool) -> Any:
@@ -909,6 +934,10 @@ def serve(
     no_build: Annotated[
         bool, typer.Option("--no-build", help="queries never build a missing artifact (409 instead)")
     ] = False,
+    build_paid: Annotated[
+        bool, typer.Option("--build-paid", help="queries may build artifacts with a paid chat model (without it: "
+                                                "409 with the estimate; free builds always run)")
+    ] = False,
     max_upload_mb: Annotated[int, typer.Option("--max-upload-mb", help="largest POST /documents body")] = 20,
 ) -> None:
     """Serve the workspace over HTTP: query, stream, documents, graphs, and an OpenAI-compatible API.
@@ -924,7 +953,7 @@ def serve(
     from unirag.server.settings import ServerSettings
 
     settings = ServerSettings(host=host, port=port, api_key=api_key or None, build=not no_build,
-                              max_upload_bytes=max_upload_mb * 1024 * 1024,
+                              build_paid=build_paid, max_upload_bytes=max_upload_mb * 1024 * 1024,
                               allowed_hosts=tuple(allowed_host or ()), insecure=insecure)
     exposed = settings.check_exposure()
     source = ctx.get_parameter_source("api_key")  # typer's own click: its enum, compared by name

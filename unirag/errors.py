@@ -30,6 +30,18 @@ class WorkspaceError(UniragError):
     """The workspace is missing, locked, or was built with another config."""
 
 
+class PaidBuildError(WorkspaceError):
+    """A query would build artifacts with a paid chat model and was not told it may.
+
+    Why an error of its own: a caller that can ask (a terminal) shows ``estimate`` and
+    retries with the build allowed; every other caller reports the one line."""
+
+    def __init__(self, summary: str, advice: str, estimate: object = None) -> None:
+        super().__init__(f"{summary}: {advice}")
+        self.summary = summary  # "building X needs about N LLM calls / T prompt tokens to MODEL"
+        self.estimate = estimate
+
+
 class MethodError(UniragError):
     """An unknown method, or a method spec that does not validate."""
 

@@ -24,7 +24,7 @@ from unirag.artifacts.cost import estimate_index_cost
 from unirag.artifacts.registry import BuildContext, built_artifacts, ensure_artifacts, outdated, resolve_names
 from unirag.config import Settings
 from unirag.corpus import delete_target_keys
-from unirag.errors import SourceError, UniragError, WorkspaceError
+from unirag.errors import PaidBuildError, SourceError, UniragError, WorkspaceError
 from unirag.executors import executor_for
 from unirag.graph.graph_build import parse_graph_list
 from unirag.graph.graph_store import GraphStore
@@ -187,10 +187,12 @@ def plan_index(
     fmt: str = "auto",
     graphs: str | Sequence[str] | None = None,
     indices: str | Sequence[str] | None = None,
-    method: str | None = None,
+    method: str | Sequence[str] | None = None,
 ) -> IndexPlan:
     """Check an index request: the format is known, every source exists, graph, index and
-    method names resolve. One-line errors, and nothing is written, on any mistake."""
+    method names resolve. One-line errors, and nothing is written, on any mistake.
+    ``method``: one method or several (``"archrag,hipporag2"`` or a list), whose every
+    required artifact (``spec.requires()``: graphs, indices, hierarchies) is built."""
     if fmt not in FORMATS:
         raise UniragError(f"unknown format '{fmt}' (known: {', '.join(FORMATS)})")
     wanted_graphs = parse_graph_list(_comma_list(graphs)) if graphs is not None else None
@@ -200,8 +202,9 @@ def plan_index(
     missing = [str(s) for s in paths if not s.exists()]
     if missing:
         raise SourceError(f"{missing[0]}: no such file or directory")
-    if method:
-        artifacts += resolve_method(method).requires()
+    for name in _comma_list(method).split(","):
+        if name.strip():
+            artifacts += [a for a in resolve_method(name.strip()).requires() if a not in artifacts]
     return IndexPlan([str(s) for s in paths], wanted_graphs, artifacts)
 
 
@@ -216,6 +219,24 @@ def estimate_plan(workspace: Workspace | None, plan: IndexPlan, settings: Settin
     if not charges_for_calls(settings):
         return None
     return estimate_index(workspace, plan.sources, settings, chat, fmt, rebuild, plan.graphs, plan.artifacts)
+
+
+def refuse_paid_build(workspace: Workspace, settings: Settings, chat: ChatModel, needed: list[str],
+                      method: str | None = None) -> None:
+    """Raise :class:`PaidBuildError` (one line with the estimate) when building ``needed`` would
+    call a paid chat model; return when the build is free. ``method`` names the query's
+    method, for the ``index --for`` command the line suggests."""
+    if not charges_for_calls(settings):
+        return
+    estimate = estimate_index_cost(workspace, settings, chat, needed, [])
+    if not estimate.calls:
+        return
+    build_first = f"--for {method}" if method else f"--index {','.join(needed)}"
+    raise PaidBuildError(
+        f"building {', '.join(needed)} needs about {estimate.calls} LLM calls / {estimate.prompt_tokens} "
+        f"prompt tokens to {estimate.model}",
+        f"query with build=True (CLI: --build), or build first with 'unirag index -w {workspace.root} {build_first}'",
+        estimate)
 
 
 @dataclass
@@ -326,9 +347,10 @@ def prepare_query(
     stack: ModelStack,
     names: Sequence[str],
     progress: Progress | None = None,
-    build: bool = True,
+    build: bool | None = True,
     ledger: UsageLedger | None = None,
     note: Callable[[str], None] | None = None,
+    method: str | None = None,
 ) -> dict[str, str]:
     """Make the artifacts ``names`` (with what they need) current before a query runs:
     build the missing, refresh those built on an older corpus or damaged (a file lost or
@@ -337,6 +359,9 @@ def prepare_query(
 
     With ``build=False`` (``--no-build``) nothing is built: an artifact that is missing,
     behind its corpus or damaged is one line naming it and the command that brings it up to date.
+    With ``build=None`` only a free build runs (the zero-LLM path, the embedded model, or one
+    that asks the model nothing); one that would call a paid chat endpoint raises
+    :class:`PaidBuildError` with its estimate: a query never spends money unasked.
     A query never answers from an artifact built on an older corpus.
 
     Concurrent queries that need the same missing artifact build it once: the others
@@ -350,13 +375,15 @@ def prepare_query(
         raise WorkspaceError(
             f"{workspace.root} has no indexed corpus: run 'unirag index SOURCE -w {workspace.root}' first"
         )
-    if not build:
+    if build is False:
         name, why = next(iter(needed.items()))
         state = why if why == "missing" or why.startswith("damaged") else f"stale ({why})"
         raise WorkspaceError(
             f"artifact '{name}' is {state}: run "
             f"'unirag index -w {workspace.root} --index {name}' or query without --no-build"
         )
+    if build is None:
+        refuse_paid_build(workspace, settings, stack.chat, list(needed), method)
     ledger = ledger if ledger is not None else UsageLedger()
     models = run_by(stack, settings, workspace.cache(), executor_for(settings)).accounted(ledger)
     ctx = BuildContext(workspace, settings, models, progress or Progress())

@@ -2,17 +2,35 @@
 
 Why an estimate and not a count: the calls a build makes depend on what the
 model replies (entities found, communities formed), so only the extraction is
-known up front, and even it stops its gleaning passes early when the model says
-nothing was missed. The estimate therefore counts the extraction as an upper
-bound (every gleaning pass) over exactly the chunks not yet extracted by this
-extractor, and the summaries of trees and hierarchies from entity counts and
-each builder's config (groups of its typical size per level, prompts capped at
-its input limit). Artifacts that are up to date cost nothing; a hierarchy that a
-corpus change carries (``index.update: attach``) re-summarises at most one group
-per level for each new leaf, counting the chunks a killed run stored but the
-hierarchy has not seen (each manifest entry keeps the chunks it was built on). The extractive summarizer and the NLP extractor cost
-nothing. Description summaries of merged entities are not counted (rare: only
-descriptions over ``graph.description_max_tokens``).
+known up front. The estimate counts, over exactly the chunks not yet extracted
+by this extractor, one extraction call per group of passages and, with
+gleaning, the first "anything missed?" check of each group (``upper_calls``
+adds every further glean and check, the bound when the model always says yes).
+Summaries of trees and hierarchies come from the expected structure: a level of
+``n`` members forms ``n / s`` groups, ``s`` being the builder's *expected* group
+size (not its cap), level after level, each group one summary (LeanRAG: about
+2.6 calls per cluster, its entity and relation aggregates). Artifacts that are
+up to date cost nothing; a hierarchy that a corpus change carries
+(``index.update: attach``) re-summarises, per level, the groups the changed
+leaves fall into (the expected number of distinct groups ``n`` random leaves
+hit among ``g``: ``g * (1 - (1 - 1/g) ** n)``, their parents one level up), unless
+the change takes it past ``index.rebuild_share``, where it is rebuilt. The chunks
+a killed run stored but a hierarchy has not seen count as changed (each manifest
+entry keeps the chunks it was built on). The extractive summarizer and the NLP
+extractor cost nothing. Description summaries of merged entities are not counted
+(rare: only descriptions over ``graph.description_max_tokens``).
+
+Calibration (``bench/estimate_accuracy.py``, scripted model of tests/fakes.py:
+every capitalised phrase an entity, the way an LLM extractor names people,
+places and works): 40 HotpotQA passages of tests/data, 200 HotpotQA and 200
+2Wiki passages gave one distinct entity per 12.1-14.6 chunk tokens
+(``ENTITY_TOKENS`` 13, used until a graph built here gives the real count), and
+per hierarchy the summaries per leaf entity below, whose level-by-level
+grouping is the expected group size ``1 + 1 / rate`` (GraphRAG's Leiden
+communities average 5-6 members, far under ``max_cluster_size``): GraphRAG
+0.24 reports per entity, ArchRAG 0.15, HyGRAG 0.126 per leaf (entities and chunks), LeanRAG 0.14 (0.054
+clusters), the RAPTOR tree 0.25 summaries per chunk; mean prompt tokens per
+call as in ``EXPECTED``.
 """
 
 from __future__ import annotations
@@ -35,7 +53,37 @@ from unirag.text.tokenizer import get_tokenizer
 from unirag.workspace import Workspace
 
 #: One distinct entity per this many chunk tokens, until a graph built here gives the real rate.
-ENTITY_TOKENS = 75
+ENTITY_TOKENS = 13
+#: Leaves of one changed chunk that fall into groups of their own on an insert (its entities
+#: are linked, so most share a group): fitted on the killed-sync test and the 2Wiki 1 % insert.
+CORRELATED_LEAVES = 2.0
+#: How much longer a re-summarised group's prompt is than a build's mean one: the groups a change
+#: reaches are picked by their members (so large ones, size-biased) and include every level's top,
+#: whose prompts are the longest. Measured on the 1 % insert of 300 2Wiki passages: 1.2-2.5 by
+#: hierarchy, about 2 overall.
+INSERT_PROMPT_FACTOR = 2.0
+#: Tokens of one entity name in a gleaning prompt's list of names already found ("Name, ").
+FOUND_NAME_TOKENS = 4
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A builder's measured shape: members per summarised group, summary calls per group, mean
+    prompt tokens per call (None: members times their tokens, the tree's chunks)."""
+
+    group_size: float
+    calls_per_group: float = 1.0
+    tokens_per_call: int | None = None
+
+
+#: Measured on the scripted model (see the module docstring), per hierarchy (spec name) and tree.
+EXPECTED = {
+    "graphrag": Expected(5.2, 1.0, 465),
+    "archrag": Expected(7.7, 1.0, 262),
+    "hygrag": Expected(8.9, 1.0, 325),
+    "leanrag": Expected(19.5, 2.6, 550),
+    "tree": Expected(5.0),
+}
 #: Tokens of one member in a summary prompt: an entity's merged description (the first level),
 #: a summary of the level below (every level above it).
 LEAF_MEMBER_TOKENS = 40
@@ -53,9 +101,12 @@ class StepCost:
     step: str
     calls: int
     prompt_tokens: int
+    #: the most calls it can make (every gleaning pass); ``calls`` where it is the same
+    upper_calls: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "llm_calls": self.calls, "prompt_tokens": self.prompt_tokens}
+        return {"step": self.step, "llm_calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                **({"upper_llm_calls": self.upper_calls} if self.upper_calls not in (None, self.calls) else {})}
 
 
 @dataclass
@@ -74,14 +125,21 @@ class CostEstimate:
     def prompt_tokens(self) -> int:
         return sum(step.prompt_tokens for step in self.steps)
 
+    @property
+    def upper_calls(self) -> int:
+        """The most calls the run can make: every gleaning pass asked in full."""
+        return sum(step.upper_calls if step.upper_calls is not None else step.calls for step in self.steps)
+
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "llm_calls": self.calls, "prompt_tokens": self.prompt_tokens,
+        return {"model": self.model, "llm_calls": self.calls, "upper_llm_calls": self.upper_calls,
+                "prompt_tokens": self.prompt_tokens,
                 "chunks_to_extract": self.chunks_to_extract, "steps": [step.to_json() for step in self.steps]}
 
     def line(self) -> str:
         """One line for the terminal: totals, then each step."""
         parts = ", ".join(f"{step.step} {step.calls}" for step in self.steps)
-        return (f"estimate: about {self.calls} LLM calls and {self.prompt_tokens} prompt tokens to {self.model}"
+        upper = f" (up to {self.upper_calls} if every gleaning pass finds more)" if self.upper_calls > self.calls else ""
+        return (f"estimate: about {self.calls} LLM calls{upper} and {self.prompt_tokens} prompt tokens to {self.model}"
                 + (f" ({parts}; {self.chunks_to_extract} chunks to extract)" if self.steps else ""))
 
 
@@ -149,19 +207,25 @@ def _extraction(workspace: Workspace | None, settings: Settings, chat: ChatModel
     done = GraphStore(workspace).extracted_chunk_ids(extractor.name) if workspace is not None else set()
     pending = [_Sized(tokens) for chunk_id, tokens in corpus.chunks if chunk_id not in done]
     count = get_tokenizer(settings.chunking.encoding).count
-    calls = tokens = 0
+    calls = upper = tokens = 0
     for group in plan_groups(pending, settings.graph.share_call_below_tokens, settings.graph.max_passages_per_call):
-        per_call = extractor.call_tokens(sum(c.n_tokens + PASSAGE_LABEL_TOKENS for c in group), count)
-        calls += len(per_call)
-        tokens += sum(per_call)
-    return StepCost("extract", calls, tokens), len(pending)
+        passage_tokens = sum(c.n_tokens + PASSAGE_LABEL_TOKENS for c in group)
+        per_call = extractor.call_tokens(passage_tokens, count)
+        found = passage_tokens // ENTITY_TOKENS * FOUND_NAME_TOKENS  # the names a check and a glean list
+        expected = per_call[:2]  # the extraction and the first check; a glean only when it says yes
+        calls += len(expected)
+        upper += len(per_call)
+        tokens += sum(expected) + found * (len(expected) - 1)
+    return StepCost("extract", calls, tokens, upper), len(pending)
 
 
 def _entity_count(workspace: Workspace | None, corpus: _Corpus, stored_chunks: int) -> int:
-    """Distinct entities after the run: the rate of the graph built here, else one per ENTITY_TOKENS."""
+    """Distinct entities after the run: those of the graph built here (its real count), plus the
+    new chunks' at its own rate per chunk; without a graph, one per ENTITY_TOKENS."""
     entry = workspace.manifest.entry("graph") if workspace is not None else None
-    if entry and entry.get("entities") and stored_chunks:
-        return max(1, round(entry["entities"] / stored_chunks * len(corpus.chunks)))
+    built_on = int((entry or {}).get("chunks") or stored_chunks)
+    if entry and entry.get("entities") and built_on:
+        return max(1, round(entry["entities"] / built_on * len(corpus.chunks)))
     return max(1, corpus.tokens // ENTITY_TOKENS)
 
 
@@ -176,6 +240,13 @@ def _behind(workspace: Workspace, name: str) -> int:
     return workspace.manifest.chunks_changed_since(entry) or 0
 
 
+def _touched(groups: float, changed: float) -> float:
+    """The expected number of distinct groups among ``groups`` that ``changed`` members fall into."""
+    if groups <= 1:
+        return min(1.0, changed)
+    return groups * (1 - (1 - 1 / groups) ** changed)
+
+
 def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, carried: bool,
                changed_chunks: int) -> StepCost | None:
     """Summary calls of tree or hierarchy ``name`` (None for an artifact that summarises nothing);
@@ -183,21 +254,41 @@ def _summaries(name: str, settings: Settings, corpus: _Corpus, entities: int, ca
     leaves, leaf_tokens, shape = _leaves_and_shape(name, settings, corpus, entities)
     if shape is None or leaves == 0:
         return None
-    new_leaves = math.ceil(leaves * min(1.0, changed_chunks / len(corpus.chunks))) if carried else leaves
-    calls = tokens = 0
-    nodes, member_tokens = leaves, leaf_tokens
+    expected = _expected(name)
+    size = max(2.0, expected.group_size if expected else float(shape.size))
+    per_group = expected.calls_per_group if expected else shape.calls_per_group
+    # A changed chunk's entities are linked to each other, so they mostly land in one group:
+    # the leaves that scatter over groups are about CORRELATED_LEAVES per changed chunk.
+    per_chunk = min(CORRELATED_LEAVES, leaves / len(corpus.chunks))
+    changed = min(float(leaves), changed_chunks * per_chunk) if carried else float(leaves)
+    calls = tokens = 0.0
+    nodes, member_tokens = float(leaves), leaf_tokens
     for _ in range(shape.max_levels):
         if nodes < max(shape.min_nodes, 2):
             break
-        groups = max(1, math.ceil(nodes / shape.size))
-        asked = min(groups, new_leaves) if carried else groups  # a carried level re-summarises changed groups
-        per_prompt = min(shape.max_input, math.ceil(nodes / groups) * member_tokens) + SUMMARY_OVERHEAD
-        calls += asked * shape.calls_per_group
-        tokens += asked * shape.calls_per_group * per_prompt
-        if groups == 1:
+        groups = max(1.0, nodes / size)
+        asked = _touched(groups, changed) if carried else groups  # a carried level re-summarises changed groups
+        if expected and expected.tokens_per_call:
+            per_prompt = expected.tokens_per_call
+        elif expected:  # the tree: members of a chunk's length at every level, no long instructions
+            per_prompt = min(shape.max_input, math.ceil(size * leaf_tokens))
+        else:
+            per_prompt = min(shape.max_input, math.ceil(size * member_tokens)) + SUMMARY_OVERHEAD
+        if carried:  # a changed leaf most likely sits in a large group, and every change reaches the top
+            per_prompt = min(shape.max_input + SUMMARY_OVERHEAD, per_prompt * INSERT_PROMPT_FACTOR)
+        calls += asked * per_group
+        tokens += asked * per_group * per_prompt
+        if groups <= 1:
             break
-        nodes, member_tokens = groups, UPPER_MEMBER_TOKENS
-    return StepCost(name, calls, tokens)
+        nodes, member_tokens, changed = groups, UPPER_MEMBER_TOKENS, asked
+    return StepCost(name, round(calls), round(tokens))
+
+
+def _expected(name: str) -> Expected | None:
+    """The measured shape of artifact ``name`` (a tree variant as the tree; a hierarchy by its spec)."""
+    if name == "tree" or name.startswith("tree:"):
+        return EXPECTED["tree"]
+    return EXPECTED.get(spec_of(name.partition(":")[2]).name) if name.startswith("communities:") else None
 
 
 def _leaves_and_shape(name: str, settings: Settings, corpus: _Corpus,

@@ -150,7 +150,7 @@ async def chat(request: Request, state: State) -> Any:
         spec = state.method(model_name(body.model))
         question, history = question_and_history(body.messages)
         common = {"model": spec.name}
-        options = {"build": state.settings.build, "history": history}
+        options = {"build": state.settings.query_build, "history": history}
         if not body.stream:
             result = await state.rag.aquery(question, spec, **options)
             return {**common, "created_at": now(), "message": {"role": "assistant", "content": result.answer},
@@ -174,9 +174,9 @@ async def generate(request: Request, state: State) -> Any:
             raise ApiError(400, "no question: the prompt is empty")
         common = {"model": spec.name}
         if not body.stream:
-            result = await state.rag.aquery(body.prompt.strip(), spec, build=state.settings.build)
+            result = await state.rag.aquery(body.prompt.strip(), spec, build=state.settings.query_build)
             return {**common, "created_at": now(), "response": result.answer, **finished(result)}
-        first, rest = await started(state.rag.astream(body.prompt.strip(), spec, build=state.settings.build))
+        first, rest = await started(state.rag.astream(body.prompt.strip(), spec, build=state.settings.query_build))
         return streamed(first, rest,
                         lambda text: {**common, "created_at": now(), "response": text, "done": False},
                         lambda result: {**common, "created_at": now(), "response": "", **finished(result)})

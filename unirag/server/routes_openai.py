@@ -74,13 +74,13 @@ async def chat_completions(body: ChatCompletionRequest, state: State) -> Any:
     question, history = question_and_history([message.model_dump() for message in body.messages])
     common = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": spec.name}
     if not body.stream:
-        result = await state.rag.aquery(question, spec, build=state.settings.build, history=history)
+        result = await state.rag.aquery(question, spec, build=state.settings.query_build, history=history)
         return {**common, "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer},
                              "finish_reason": "stop"}],
                 "usage": usage_of(result), "citations": result.citations()}
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    first, rest = await started(state.rag.astream(question, spec, build=state.settings.build, history=history))
+    first, rest = await started(state.rag.astream(question, spec, build=state.settings.query_build, history=history))
     chunk = {**common, "object": "chat.completion.chunk"}
 
     def choice(delta: dict[str, str], finish: str | None, **extra: Any) -> str:

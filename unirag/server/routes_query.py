@@ -42,7 +42,7 @@ class QueryRequest(BaseModel):
 
 def query_options(state: ServerState, body: QueryRequest) -> dict[str, Any]:
     top_k = min(body.top_k, state.settings.max_top_k) if body.top_k else None
-    return {"top_k": top_k, "retrieve_only": body.retrieve_only, "build": state.settings.build}
+    return {"top_k": top_k, "retrieve_only": body.retrieve_only, "build": state.settings.query_build}
 
 
 router = APIRouter(tags=["query"])

@@ -16,7 +16,9 @@ class ServerSettings:
 
     ``api_key``: when set, every route but ``/health`` wants ``Authorization: Bearer KEY``.
     ``build``: a query may build a missing artifact first (as the CLI does); off, it is a
-    409 naming the ``unirag index`` command instead. ``max_upload_bytes``: the largest
+    409 naming the ``unirag index`` command instead. ``build_paid`` (``--build-paid``): such a
+    build may call a paid chat model too; off (the default), a build that would is a 409 with
+    its estimate, while free builds (zero-LLM, embedded model) run. ``max_upload_bytes``: the largest
     request body ``POST /documents`` accepts. ``max_page``: the most graph nodes or
     communities one page holds, so no request can ask for a whole large graph.
     """
@@ -25,12 +27,20 @@ class ServerSettings:
     port: int = 8080
     api_key: str | None = None
     build: bool = True
+    build_paid: bool = False
     max_upload_bytes: int = 20 * 1024 * 1024
     max_page: int = 1000
     max_hops: int = 3
     max_top_k: int = 100
     allowed_hosts: tuple[str, ...] = ()
     insecure: bool = False
+
+    @property
+    def query_build(self) -> bool | None:
+        """What a query's ``build`` is: False (never), True (even paid), None (only free builds)."""
+        if not self.build:
+            return False
+        return True if self.build_paid else None
 
     def check_exposure(self) -> str | None:
         """Refuse to serve a key-less workspace beyond this machine: anyone on the network
