@@ -194,3 +194,5 @@ def test_the_generated_table_lists_every_vector_artifact_and_its_readers() -> No
     row = next(line for line in table.splitlines() if line.startswith("| `community_vectors:archrag` |"))
     assert row.endswith("| - | `archrag`, `archrag-direct`, `archrag-entity-only`, `archrag-single-layer` |")
     assert docs_hooks.on_page_markdown(docs_hooks.MARKERS["vector_reads"]) == table
+    graphs_page = Path(__file__).resolve().parents[1] / "docs" / "graphs.md"
+    assert docs_hooks.MARKERS["vector_reads"] in graphs_page.read_text(encoding="utf-8")

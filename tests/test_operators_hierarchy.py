@@ -54,7 +54,7 @@ SUMMARIES = {
     "curies": ("The Curies", "Marie Curie and Pierre Curie discovered radium together."),
     "places-pl": ("Warsaw and Poland", "Warsaw is the capital of Poland."),
     "places-fr": ("Paris and France", "Paris is the capital of France and home of the Sorbonne."),
-    "lone": ("Lone Island", "A small island with no famous people."),
+    "lone": ("Lone Island", "Lone Island is a small island with no famous people."),
     "east": ("Curies and Poland", "Marie Curie was born in Warsaw, Poland; with Pierre she discovered radium."),
     "west": ("France and islands", "Paris, France, the Sorbonne and a lone island."),
     "root": ("Everything", "Scientists, cities and an island."),
@@ -293,21 +293,20 @@ def test_hygrag_matches_brute_force(hand, pool, relations):
 
 
 def test_hygrag_known_answer(hand):
-    chunk = hand[3]
     state = _state(hand, "Marie Curie discovered radium")
     items = hygrag_retrieve(state, top_k=2)
-    # Pool (communities + chunks), best two: the Curies' summary, then the Pierre Curie passage
-    # (it names radium); entities by z_e; relations of E_all = {paris, marie curie} + the Curies'
-    # community members, best two by triplet similarity.
+    # Pool (communities + chunks), best two: the Curies' summary, then the east community's, which
+    # names every word of the question (its vector embeds the summary alone, the text HyGRAG's build
+    # embedded: issue 34); entities by z_e; relations of E_all = {paris, marie curie} + the
+    # communities' members, best two by triplet similarity.
     assert [(i.kind, i.id) for i in items] == [
-        ("community", "hygrag-curies"), ("entity", "paris"), ("entity", "marie curie"),
-        ("relationship", "marie curie|radium"), ("relationship", "pierre curie|radium"),
-        ("chunk", chunk["Pierre Curie"]),
+        ("community", "hygrag-curies"), ("community", "hygrag-east"), ("entity", "paris"),
+        ("entity", "marie curie"), ("relationship", "marie curie|radium"), ("relationship", "pierre curie|radium"),
     ]
     community = items[0]
     assert community.provenance["layer"] == community.provenance["level"] == 1
     assert community.provenance["hierarchy"] == "hygrag" and community.operator == "hygrag.retrieve"
-    assert items[1].provenance["layer"] == 0
+    assert items[1].provenance["layer"] == 2 and items[2].provenance["layer"] == 0
 
 
 def test_hygrag_relations_both_ends_is_stricter(hand):
