@@ -92,6 +92,26 @@ def test_relation_vectors_rebuild_embeds_only_changed_relationships(tmp_path: Pa
             np.testing.assert_allclose(vector, before[rel_id], atol=1e-7)  # kept, not re-embedded
 
 
+def test_entity_vectors_parts_setting_embeds_names_and_distinct_lines(tmp_path: Path) -> None:
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__entity_vectors="parts")
+    assert artifact_registry()["entity_vectors"].build(ctx)
+    embedded = [text for batch in embedder.batches for text in batch]
+    assert sorted(embedded) == sorted(["Ada", "Bob", "Cy", SENTENCE, OTHER])  # each once
+    graph = GraphStore(ws).shared_graph()
+    unit = {text: embedder.vector(text) / np.linalg.norm(embedder.vector(text)) for text in embedded}
+    for entity_id, row in zip(*load_vectors(ws, "entity_vectors", "entity_vectors")):
+        entity = graph.entities[entity_id]
+        expected = unit[entity.name] + np.mean([unit[line] for line in entity.description.split("\n")], axis=0)
+        np.testing.assert_allclose(row, expected / np.linalg.norm(expected), atol=1e-6)
+
+
+def test_entity_vectors_default_is_still_name_and_description(tmp_path: Path) -> None:
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
+    assert artifact_registry()["entity_vectors"].build(ctx)
+    assert sorted(t for batch in embedder.batches for t in batch) == sorted(
+        [f"Ada: {SENTENCE}", f"Bob: {SENTENCE} {OTHER}", f"Cy: {SENTENCE} {OTHER}"])
+
+
 def test_combine_parts_weighs_the_ends_as_much_as_all_the_lines() -> None:
     vectors = np.eye(4, dtype=np.float32)
     combined = combine_parts(vectors, [(0, 1)], [[2, 3]])

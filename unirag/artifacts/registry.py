@@ -38,7 +38,7 @@ from unirag.hierarchy.layered import BuildModels
 from unirag.hierarchy.registry import hierarchy_registry, hierarchy_variants, spec_of
 from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
 from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf, build_chunk_vectors
-from unirag.index.relation_vectors import build_relation_part_vectors, relation_parts
+from unirag.index.relation_vectors import build_relation_part_vectors, entity_parts, relation_parts
 from unirag.index.survivors import survivors_frozen
 from unirag.index.synonyms import build_synonym_edges
 from unirag.index.tri_graph import build_tri_graph
@@ -151,14 +151,16 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        from_parts = kind == "relation_vectors" and ctx.settings.index.relation_vectors == "parts"
+        from_parts = (kind == "relation_vectors" and ctx.settings.index.relation_vectors == "parts"
+                      or kind == "entity_vectors" and ctx.settings.index.entity_vectors == "parts")
         fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind,
                                    **({"texts": "parts"} if from_parts else {})})
         if ctx.workspace.manifest.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
         if from_parts:
             return build_relation_part_vectors(
-                ctx.workspace, ctx.models.embedder, kind, relation_parts(ctx.store.shared_graph()),
+                ctx.workspace, ctx.models.embedder, kind,
+                (relation_parts if kind == "relation_vectors" else entity_parts)(ctx.store.shared_graph()),
                 ctx.settings.embedding.batch_size, ctx.progress, f"index.{kind}", fingerprint,
                 parallel=model_call_parallelism(ctx.settings))
         make = {"entity_vectors": entity_graph.entity_full_texts,

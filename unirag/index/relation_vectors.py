@@ -14,6 +14,10 @@ A relationship without a description embeds ``source relation target`` as its on
 relation word and keywords are not embedded on their own: on the nlp path they are verbs of the
 sentences embedded. ``index.relation_vectors: text`` keeps the whole-text vectors
 (:func:`unirag.hierarchy.entity_graph.relationship_texts`).
+
+``index.entity_vectors: parts`` (opt-in; ``text``, the entity's ``name: description``, is the
+default) builds entity vectors the same way: normalise(v(name) + mean of its description's
+distinct lines), the lines mostly embedded already for its relationships.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class RelationParts:
     """Per relationship (in graph order): its ends' names and its distinct description lines."""
 
     ids: list[str]
-    ends: list[tuple[str, str]]
+    ends: list[tuple[str, ...]]  # the names: a relationship's two ends, an entity's own
     lines: list[list[str]]
 
     def row_texts(self) -> list[str]:
@@ -70,13 +74,28 @@ def relation_parts(graph: MergedGraph) -> RelationParts:
     return RelationParts(ids, ends, lines)
 
 
-def combine_parts(vectors: np.ndarray, end_rows: Sequence[tuple[int, int]],
+def entity_parts(graph: MergedGraph) -> RelationParts:
+    """Per entity: its name and the distinct non-empty lines of its description (on the nlp path,
+    the sentences of one chunk that name it, most of them lines of its relationships too). An
+    entity without a description is its name alone, as in ``entity_vectors``' texts."""
+    ids, ends, lines = [], [], []
+    for entity_id, entity in graph.entities.items():
+        ids.append(entity_id)
+        ends.append((entity.name,))
+        lines.append([line for line in dict.fromkeys(" ".join(line.split()) for line in entity.description.split("\n"))
+                      if line])
+    return RelationParts(ids, ends, lines)
+
+
+def combine_parts(vectors: np.ndarray, end_rows: Sequence[Sequence[int]],
                   line_rows: Sequence[Sequence[int]]) -> np.ndarray:
-    """normalise(mean of the two ends + mean of the lines) per relationship: row i combines
-    ``end_rows[i]`` and ``line_rows[i]`` (rows of ``vectors``, each normalised)."""
+    """normalise(mean of the names + mean of the lines) per row: row i combines ``end_rows[i]``
+    and ``line_rows[i]`` (rows of ``vectors``, each normalised); the names alone without lines."""
     out = np.empty((len(end_rows), vectors.shape[1]), dtype=np.float32)
     for i, (ends, rows) in enumerate(zip(end_rows, line_rows)):
-        out[i] = vectors[list(ends)].mean(axis=0) + vectors[list(rows)].mean(axis=0)
+        out[i] = vectors[list(ends)].mean(axis=0)
+        if len(rows):
+            out[i] += vectors[list(rows)].mean(axis=0)
     return normalise_rows(out)
 
 
@@ -102,11 +121,11 @@ def build_relation_part_vectors(
             texts.append(text)
         return row_of[text]
 
-    end_rows = [(row(parts.ends[i][0]), row(parts.ends[i][1])) for i in todo]
+    end_rows = [[row(name) for name in parts.ends[i]] for i in todo]
     line_rows = [[row(line) for line in parts.lines[i]] for i in todo]
     vectors = known.gathered() if known is not None else None
     if texts:
-        embedded = embed_in_length_order(embedder, texts, batch_size, progress, "embedding relationship parts",
+        embedded = embed_in_length_order(embedder, texts, batch_size, progress, f"embedding {key} parts",
                                          stage, parallel=parallel)
         combined = combine_parts(embedded, end_rows, line_rows)
         if known is not None and combined.shape[1] != known.dim:
