@@ -149,6 +149,27 @@ class StageMeter:
             self._sample()
 
 
+def print_embedding_ledger(usage: dict[str, dict[str, Any]], corpus_tokens: int) -> None:
+    """Per artifact (ledger stage): texts embedded, tokens the model read (after its truncation)
+    and tokens sent, cache hits (texts another artifact embedded already), and the read tokens'
+    ratio to the corpus's tokens."""
+    rows = {stage: u for stage, u in usage.items() if u.get("embedded_texts") or u.get("embedding_cache_hits")}
+    if not rows:
+        return
+    print("\n| ledger stage | texts embedded | tokens read | tokens sent | cache hits | x corpus | embedding s |"
+          "\n|---|---:|---:|---:|---:|---:|---:|")
+    per_corpus = 1 / corpus_tokens if corpus_tokens else 0.0
+    for stage, u in rows.items():
+        read = u.get("embedding_tokens", 0)
+        print(f"| {stage} | {u['embedded_texts']:,} | {read:,} | {u.get('embedding_tokens_sent', 0):,} | "
+              f"{u.get('embedding_cache_hits', 0):,} | {read * per_corpus:.2f} | {u.get('seconds', 0):.1f} |")
+    total = {name: sum(u.get(name, 0) for u in rows.values())
+             for name in ("embedded_texts", "embedding_tokens", "embedding_tokens_sent", "embedding_cache_hits")}
+    print(f"| **all** | {total['embedded_texts']:,} | {total['embedding_tokens']:,} | "
+          f"{total['embedding_tokens_sent']:,} | {total['embedding_cache_hits']:,} | "
+          f"**{total['embedding_tokens'] * per_corpus:.2f}** ({corpus_tokens:,} corpus tokens) | |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -176,7 +197,8 @@ def main() -> None:
                                graphs=plan.graphs, artifacts=plan.artifacts, on_stage=meter.start)
         wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu_started
         usage = report.ledger.to_json()
-        chunks = len(workspace.corpus.chunk_ids())
+        counts = workspace.corpus.counts()
+        chunks, corpus_tokens = counts["chunks"], counts["chunk_tokens"]
         workspace.close()
     finally:
         if not args.keep:
@@ -184,7 +206,7 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     figures: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "corpus": str(args.corpus), "limit": args.limit,
-        "chunks": chunks, "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs",
+        "chunks": chunks, "corpus_tokens": corpus_tokens, "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs",
         "python": platform.python_version(), "load_average_start": [round(x, 2) for x in load_start],
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "settings": {"graph.extractor": "nlp", "index.summarizer": "extractive",
@@ -203,11 +225,7 @@ def main() -> None:
         print(f"| {row['stage']} | {row['wall_s']:.1f} | {row['cpu_s']:.1f} | {row['peak_rss_mib']:.0f} | "
               f"{row['peak_tree_rss_mib']:.0f} |")
     print(f"| **total** | **{figures['wall_s']:.1f}** | **{figures['cpu_s']:.1f}** | **{figures['peak_rss_mib']:.0f}** | |")
-    embedded = {stage: u for stage, u in usage.items() if u.get("embedded_texts")}
-    if embedded:
-        print("\n| ledger stage | texts embedded | tokens | embedding s |\n|---|---:|---:|---:|")
-        for stage, u in embedded.items():
-            print(f"| {stage} | {u['embedded_texts']:,} | {u.get('embedding_tokens', 0):,} | {u.get('seconds', 0):.1f} |")
+    print_embedding_ledger(usage, corpus_tokens)
     out = Path(__file__).parent / "out"
     out.mkdir(exist_ok=True)
     (out / f"offline_pipeline_{args.limit or 'all'}.json").write_text(json.dumps(figures, indent=2))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-MARKERS = {"methods": "<!-- generated: methods -->", "settings": "<!-- generated: settings -->"}
+MARKERS = {"methods": "<!-- generated: methods -->", "settings": "<!-- generated: settings -->",
+           "vector_reads": "<!-- generated: vector-reads -->"}
 #: Operators and conversions that ask the chat model at query time (cost grows with their calls).
 MODEL_OPERATORS = ("node.agent", "relationship.agent", "subgraph.agent_path", "kgp.traverse",
                    "relationship.recognition")
@@ -68,6 +69,22 @@ def methods_catalogue() -> str:
             lines.append(f"| {name}<br>{_cell(spec.title)} | {_cell(spec.source)} | {_cell(data['pipeline'])} "
                          f"| {needs} | {_cell(cost_shape(spec))} |")
         lines.append("")
+    return "\n".join(lines)
+
+
+def vector_reads_table() -> str:
+    """Per vector artifact: the shipped methods that read it, named by their operators or
+    through an artifact built from it (:mod:`unirag.methods.vector_reads`)."""
+    from unirag.methods.spec import builtin_methods
+    from unirag.methods.vector_reads import vector_artifact_names, vector_reads
+
+    methods = builtin_methods()
+    reads = {name: vector_reads(spec) for name, spec in sorted(methods.items())}
+    lines = ["| vector artifact | read by (its operators) | read through another artifact |", "|---|---|---|"]
+    for artifact in vector_artifact_names():
+        direct = [f"`{name}`" for name, read in reads.items() if artifact in read.direct]
+        through = [f"`{name}`" for name, read in reads.items() if artifact in read.through]
+        lines.append(f"| `{artifact}` | {', '.join(direct) or '-'} | {', '.join(through) or '-'} |")
     return "\n".join(lines)
 
 
@@ -144,6 +161,8 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs event: fill the generated sections of a page."""
     if MARKERS["methods"] in markdown:
         markdown = markdown.replace(MARKERS["methods"], methods_catalogue())
+    if MARKERS["vector_reads"] in markdown:
+        markdown = markdown.replace(MARKERS["vector_reads"], vector_reads_table())
     if MARKERS["settings"] in markdown:
         markdown = markdown.replace(MARKERS["settings"], settings_reference())
     return markdown

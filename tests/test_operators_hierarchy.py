@@ -54,7 +54,7 @@ SUMMARIES = {
     "curies": ("The Curies", "Marie Curie and Pierre Curie discovered radium together."),
     "places-pl": ("Warsaw and Poland", "Warsaw is the capital of Poland."),
     "places-fr": ("Paris and France", "Paris is the capital of France and home of the Sorbonne."),
-    "lone": ("Lone Island", "A small island with no famous people."),
+    "lone": ("Lone Island", "Lone Island is a small island with no famous people."),
     "east": ("Curies and Poland", "Marie Curie was born in Warsaw, Poland; with Pierre she discovered radium."),
     "west": ("France and islands", "Paris, France, the Sorbonne and a lone island."),
     "root": ("Everything", "Scientists, cities and an island."),
@@ -298,9 +298,9 @@ def test_hygrag_known_answer(hand):
     chunk = hand[3]
     state = _state(hand, "Marie Curie discovered radium")
     items = hygrag_retrieve(state, top_k=2)
-    # Pool (communities + chunks), best two: the Curies' summary, then the Pierre Curie passage
-    # (it names radium); entities by z_e; relations of E_all = {paris, marie curie} + the Curies'
-    # community members, best two by triplet similarity.
+    # Pool (communities + chunks), best two, at most max(1, k // 5) = 1 community: the Curies'
+    # summary, then the Pierre Curie passage (it names radium); entities by z_e; relations of
+    # E_all = {paris, marie curie} + the community's members, best two by triplet similarity.
     assert [(i.kind, i.id) for i in items] == [
         ("community", "hygrag-curies"), ("chunk", chunk["Pierre Curie"]), ("entity", "paris"),
         ("entity", "marie curie"), ("relationship", "marie curie|radium"), ("relationship", "pierre curie|radium"),

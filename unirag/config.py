@@ -302,6 +302,18 @@ class IndexSettings(_Section):
         description="after a corpus change: attach new leaves to the last build's communities and re-summarise "
         "only what changed (attach), or cluster every hierarchy afresh (rebuild)",
     )
+    relation_vectors: Literal["parts", "text"] = Field(
+        "parts",
+        description="what a relationship's vector embeds: parts = the mean of its description's distinct lines "
+        "(each embedded once, however many relationships share it) added to its 'source relation target' "
+        "head; text = its whole 'source relation target: description (keywords)' text (before issue 34)",
+    )
+    entity_vectors: Literal["text", "parts"] = Field(
+        "text",
+        description="what an entity's vector (entity_vectors) embeds: text = 'name: description'; parts (opt-in, "
+        "issue 34) = its name's vector plus the mean of its description's distinct lines, each line embedded once "
+        "(most of them already for the relationships)",
+    )
     rebuild_share: float = Field(
         0.2, ge=0, le=1,
         description="with update: attach, cluster afresh once the leaves added or removed since the last full "

@@ -38,6 +38,7 @@ from unirag.hierarchy.layered import BuildModels
 from unirag.hierarchy.registry import hierarchy_registry, hierarchy_variants, spec_of
 from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
 from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf, build_chunk_vectors
+from unirag.index.relation_vectors import build_relation_part_vectors, entity_parts, relation_parts
 from unirag.index.survivors import survivors_frozen
 from unirag.index.synonyms import build_synonym_edges
 from unirag.index.tri_graph import build_tri_graph
@@ -50,6 +51,11 @@ from unirag.workspace import Workspace
 TREE_VARIANTS: dict[str, dict[str, Any]] = {
     "kmeans": {"method": "kmeans"},  # RAPTOR-K (survey §7, Table 6): K-means instead of GMM
 }
+
+
+#: hierarchies whose community vectors no shipped method reads (LeanRAG retrieves through the
+#: entity vectors and its own aggregation graph): ``all`` does not build them
+UNREAD_COMMUNITY_VECTORS = frozenset({"leanrag"})
 
 
 def chnsw_name(hierarchy: str) -> str:
@@ -96,6 +102,9 @@ class ArtifactSpec:
     requires: tuple[str, ...]
     build: Callable[[BuildContext], bool]  # True when (re)built, False when up to date
     variant: bool = False  # an ablation's artifact: built on request, not by ``all``
+    #: read by no shipped method (a test checks it against their ``requires``): built when named,
+    #: not by ``all``, so ``--index all`` embeds nothing no method reads (issue 34)
+    on_request: bool = False
 
 
 # -- builders ---------------------------------------------------------------------
@@ -142,9 +151,18 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind})
+        from_parts = (kind == "relation_vectors" and ctx.settings.index.relation_vectors == "parts"
+                      or kind == "entity_vectors" and ctx.settings.index.entity_vectors == "parts")
+        fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind,
+                                   **({"texts": "parts"} if from_parts else {})})
         if ctx.workspace.manifest.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
+        if from_parts:
+            return build_relation_part_vectors(
+                ctx.workspace, ctx.models.embedder, kind,
+                (relation_parts if kind == "relation_vectors" else entity_parts)(ctx.store.shared_graph()),
+                ctx.settings.embedding.batch_size, ctx.progress, f"index.{kind}", fingerprint,
+                parallel=model_call_parallelism(ctx.settings))
         make = {"entity_vectors": entity_graph.entity_full_texts,
                 "entity_name_vectors": entity_graph.entity_name_texts,
                 "relation_vectors": entity_graph.relationship_texts}[kind]
@@ -295,8 +313,12 @@ def _hygrag_node_vectors(ctx: BuildContext) -> bool:
     return _hierarchy("hygrag")(ctx)
 
 
-def community_text(community: Any) -> str:
-    """What a community's vector embeds: its title and summary."""
+def community_text(community: Any, vector_text: str = "title_summary") -> str:
+    """What a community's vector embeds: its title and summary, or (``vector_text: summary``,
+    HyGRAG and ArchRAG) the summary alone, the very text their build embedded for the next
+    layer, so the community vectors are cache hits instead of a second embedding of it."""
+    if vector_text == "summary" and community.summary:
+        return community.summary
     title = (community.title or "").strip()
     summary = (community.summary or "").strip()
     return f"{title}: {summary}" if title and summary else title or summary
@@ -305,9 +327,10 @@ def community_text(community: Any) -> str:
 def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
     def build(ctx: BuildContext) -> bool:
         communities = CommunityStore(ctx.workspace).heads(name)
+        vector_text = spec_of(name).vector_text
         return build_text_vectors(
             ctx.workspace, ctx.models.embedder, f"community_vectors:{name}", f"community_vectors.{name}",
-            [c.id for c in communities], [community_text(c) for c in communities],
+            [c.id for c in communities], [community_text(c, vector_text) for c in communities],
             ctx.settings.embedding.batch_size, ctx.progress, f"index.{name}.embed_reports",
             f"embedding {name} communities", parallel=model_call_parallelism(ctx.settings),
         )
@@ -398,7 +421,8 @@ def _specs() -> list[ArtifactSpec]:
     for name, spec in hierarchies.items():
         specs.append(ArtifactSpec(f"communities:{name}", spec.description, spec.needs, _hierarchy(name)))
         specs.append(ArtifactSpec(f"community_vectors:{name}", f"embeddings + HNSW of {name} community summaries",
-                                  (f"communities:{name}",), _community_vectors(name)))
+                                  (f"communities:{name}",), _community_vectors(name),
+                                  on_request=name in UNREAD_COMMUNITY_VECTORS))
     specs.append(ArtifactSpec("hygrag_node_vectors",
                               "HyGRAG structure-aware embeddings of chunks and entities (Eq. 16), built with its hierarchy",
                               ("communities:hygrag",), _hygrag_node_vectors))
@@ -433,10 +457,11 @@ def aliases() -> dict[str, str]:
 
 
 def resolve_names(names: list[str]) -> list[str]:
-    """Aliases (kg, pg, graphrag, ...) to artifact names; ``all`` is every artifact but the variants."""
+    """Aliases (kg, pg, graphrag, ...) to artifact names; ``all`` is every artifact but the variants
+    and those no shipped method reads (``on_request``)."""
     registry = artifact_registry()
     if names == ["all"]:
-        return [name for name, spec in registry.items() if not spec.variant]
+        return [name for name, spec in registry.items() if not spec.variant and not spec.on_request]
     short = aliases()
     out = []
     for name in names:

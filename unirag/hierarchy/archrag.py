@@ -975,4 +975,5 @@ SPEC = HierarchySpec(
         "archrag-spectral-noaug": MappingProxyType({"clustering": "spectral", "augment": "none"}),
         "archrag-leiden": MappingProxyType({"augment": "none", "edge_weight": "relation"}),
     }),
+    vector_text="summary",
 )

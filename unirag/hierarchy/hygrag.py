@@ -779,4 +779,5 @@ SPEC = HierarchySpec(
     description="HyGRAG LSH bucket hierarchy over the hybrid graph with LLM summaries",
     operators=("hygrag.retrieve",),
     chunk_leaves=True,
+    vector_text="summary",
 )

@@ -83,6 +83,10 @@ class HierarchySpec:
     variants: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     #: its leaves are the entities and the chunks (HyGRAG's hybrid graph), not the entities only
     chunk_leaves: bool = False
+    #: what its community vectors embed: ``title_summary`` (``title: summary``), or ``summary`` for a
+    #: hierarchy whose build embeds each summary alone (the next layer's vectors): the community
+    #: vectors then embed that same text, which the embedding cache already holds (issue 34)
+    vector_text: str = "title_summary"
 
 
 def hierarchy_config(settings: Settings, name: str, config_cls: type, preset: Mapping[str, Any] | None = None) -> Any:

@@ -93,14 +93,14 @@ def _texts_path(workspace: Workspace, file_stem: str) -> Path:
     return workspace.artifact_path(f"{file_stem}.texts.npz")
 
 
-def _save_text_digests(workspace: Workspace, file_stem: str, inputs: str, digests: np.ndarray) -> None:
+def save_text_digests(workspace: Workspace, file_stem: str, inputs: str, digests: np.ndarray) -> None:
     """Written before the vectors and the manifest entry: a build that stops in between leaves
-    digests whose ``inputs`` the entry does not have, which :func:`_known_rows` ignores."""
+    digests whose ``inputs`` the entry does not have, which :func:`known_rows` ignores."""
     with atomic_path(_texts_path(workspace, file_stem)) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, inputs=np.array(inputs), digests=digests)
 
 
-def _known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], digests: np.ndarray,
+def known_rows(workspace: Workspace, key: str, file_stem: str, ids: Sequence[str], digests: np.ndarray,
                 model: str) -> KnownRows | None:
     """The rows whose id and text the artifact's current build embedded with ``model``, and
     their vectors; None without a whole previous build that stored its text digests."""
@@ -210,7 +210,7 @@ def save_vector_artifact(
     """Write the vectors and their index, then the manifest entry (last, so
     a crash in between leaves the artifact marked stale, never half-written;
     on PostgreSQL the table and the entry are one transaction). ``known``: the rows
-    :func:`_known_rows` found, with the previous build it read them from."""
+    :func:`known_rows` found, with the previous build it read them from."""
     vectors_path, hnsw_path = vector_paths(workspace, file_stem)
     previous = known.previous if known is not None else _previous_vectors(workspace, key, file_stem)
     match = known.row_match() if known is not None else None
@@ -277,8 +277,8 @@ def build_text_vectors(
         return False
     started = time.perf_counter()
     digests = text_digests(texts)
-    known = _known_rows(workspace, key, file_stem, ids, digests, embedder.name)
-    _save_text_digests(workspace, file_stem, inputs, digests)
+    known = known_rows(workspace, key, file_stem, ids, digests, embedder.name)
+    save_text_digests(workspace, file_stem, inputs, digests)
     vectors = embed_in_length_order(embedder, texts, batch_size, progress, label, stage, lengths, parallel, known)
     save_vector_artifact(workspace, key, file_stem, ids, vectors, inputs, {"model": embedder.name}, started, progress,
                          known)

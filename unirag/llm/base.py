@@ -89,12 +89,22 @@ def clean_model_text(text: str) -> tuple[str, bool]:
 
 @dataclass(frozen=True)
 class EmbeddingBatch:
-    """Vectors for a batch of texts (rows L2-normalised, float32)."""
+    """Vectors for a batch of texts (rows L2-normalised, float32).
+
+    ``prompt_tokens`` are the tokens the model read (after its own truncation: all-MiniLM
+    reads at most 256 word pieces of a text); ``sent_tokens`` those of the texts as sent,
+    None when the model reads them all (or cannot say)."""
 
     vectors: np.ndarray
     prompt_tokens: int = 0
     calls: int = 0
     cache_hits: int = 0
+    sent_tokens: int | None = None
+
+    @property
+    def tokens_sent(self) -> int:
+        """The tokens of the texts as sent: what a truncating model did not read counts too."""
+        return self.prompt_tokens if self.sent_tokens is None else self.sent_tokens
 
 
 @runtime_checkable
@@ -198,7 +208,8 @@ class StageUsage:
     embedding_calls: int = 0
     embedded_texts: int = 0
     embedding_cache_hits: int = 0
-    embedding_tokens: int = 0
+    embedding_tokens: int = 0  # read by the model (after its truncation)
+    embedding_tokens_sent: int = 0  # in the texts as sent (a truncating model reads fewer)
     # Cross-encoder calls (``context.rerank``): calls, documents scored, tokens where the API reports them.
     rerank_calls: int = 0
     reranked_documents: int = 0

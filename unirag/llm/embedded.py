@@ -55,8 +55,19 @@ def package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+def sent_tokens(encodings: list[Any]) -> int:
+    """Word pieces of the whole texts: what the model read plus what its truncation cut off
+    (``overflowing`` holds the rest, each piece with its own two special tokens)."""
+    return sum(len(e.ids) + sum(len(piece.ids) - 2 for piece in e.overflowing) for e in encodings)
+
+
 class EmbeddedEmbedder:
     """all-MiniLM-L6-v2 via onnxruntime: mean pooling over tokens, L2 norm.
+
+    A text is read up to ``max_length`` word pieces (256, the model's limit; it was trained
+    on 128): its vector covers those alone. The tokenizer cuts the rest off before the model
+    runs (tokenising the whole text costs under 2 % of embedding it), and the usage ledger counts
+    both: tokens read (``prompt_tokens``) and tokens sent.
 
     Each call embeds its distinct texts once, shortest first, in sub-batches of
     at most ``batch_tokens`` padded tokens (rows x longest row): short texts go
@@ -132,7 +143,7 @@ class EmbeddedEmbedder:
         if len(distinct) < len(texts):
             row = {text: i for i, text in enumerate(distinct)}
             vectors = vectors[[row[text] for text in texts]]
-        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=1)
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=1, sent_tokens=sent_tokens(encodings))
 
     def _run_sorted(self, token_ids: list[list[int]]) -> tuple[np.ndarray, int]:
         """Mean-pooled, normalised vectors of tokenised texts, in their order, and the tokens read."""

@@ -273,7 +273,7 @@ class CachedEmbedder:
         found = self.cache.get_vectors(keys, dim)
         if dim is None and len({vec.shape[0] for vec in found.values()}) > 1:
             found = {}  # cached under two dimensions and none known: ask the endpoint
-        calls, tokens, embedded = 0, 0, 0
+        calls, tokens, sent, embedded = 0, 0, 0, 0
         missing = [i for i in range(len(keys)) if keys[i] not in found]
         if missing:
             fresh, got = self._embed_into(found, texts, keys, missing, expected, stage)
@@ -285,9 +285,11 @@ class CachedEmbedder:
                     fresh += self._embed_into(found, texts, keys, again, expected, stage)[0]
             calls = sum(batch.calls for batch, _ in fresh)
             tokens = sum(batch.prompt_tokens for batch, _ in fresh)
+            sent = sum(batch.tokens_sent for batch, _ in fresh)
             embedded = sum(count for _, count in fresh)
         vectors = np.stack([found[key] for key in keys]) if keys else np.zeros((0, dim or 0), dtype=np.float32)
-        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - embedded)
+        return EmbeddingBatch(vectors, prompt_tokens=tokens, calls=calls, cache_hits=len(texts) - embedded,
+                              sent_tokens=sent)
 
     def _embed_into(self, found: dict[str, np.ndarray], texts: list[str], keys: list[str], rows: list[int],
                     expected: tuple[str, int] | None, stage: str) -> tuple[list[tuple[EmbeddingBatch, int]], int]:
@@ -365,6 +367,7 @@ class AccountedEmbedder:
             embedded_texts=len(texts) - batch.cache_hits,
             embedding_cache_hits=batch.cache_hits,
             embedding_tokens=batch.prompt_tokens,
+            embedding_tokens_sent=batch.tokens_sent,
             seconds=time.perf_counter() - start,
         )
         return batch
