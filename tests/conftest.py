@@ -67,3 +67,23 @@ def schema_url(server_url: str, schema: str) -> str:
 def postgres_store(postgres_server: str) -> str:
     """A ``store`` setting naming a fresh schema of the session's PostgreSQL server."""
     return schema_url(postgres_server, f"t_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def cli_scripted_chats(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The CLI's stacks use ScriptedChat + HashEmbedder, whatever endpoint the settings name;
+    the list holds each stack's chat (a paid endpoint named on the command line is never called)."""
+    import unirag.cli as cli
+    from fakes import HashEmbedder, ScriptedChat
+    from unirag.llm.factory import build_stack
+
+    chats: list[ScriptedChat] = []
+
+    def fake_stack(settings: object, ws: object) -> object:
+        chats.append(ScriptedChat())
+        return build_stack(settings, ws.cache(), chat=chats[-1], embedder=HashEmbedder())
+
+    monkeypatch.setattr(cli, "_stack", fake_stack)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return chats

@@ -108,17 +108,8 @@ def test_free_builds_run_without_asking(tmp_path: Path) -> None:
         assert "entity_vectors" in rag.query("Who designed Demon Dice?", "lightrag", build=None).refreshed
 
 
-def test_index_for_builds_what_the_methods_need_after_its_estimate(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    chats: list[ScriptedChat] = []
-
-    def fake_stack(settings: Any, ws: Any) -> Any:
-        chats.append(ScriptedChat())
-        return build_stack(settings, ws.cache(), chat=chats[-1], embedder=HashEmbedder())
-
-    monkeypatch.setattr(cli, "_stack", fake_stack)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+def test_index_for_builds_what_the_methods_need_after_its_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 cli_scripted_chats: list[ScriptedChat]) -> None:
     runner, ws = CliRunner(), tmp_path / "ws"
     paid = ["--chat-base-url", "http://127.0.0.1:9/v1", "--chat-model", "paid-model"]
     source = passages_file(tmp_path, "hotpotqa")

@@ -112,21 +112,6 @@ def ok(*args: str | Path, input: str | None = None) -> Result:
 PAID = ("--chat-base-url", "http://127.0.0.1:9/v1", "--chat-model", "paid-model")
 
 
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> list[ScriptedChat]:
-    """The CLI's stacks use ScriptedChat + HashEmbedder, whatever endpoint the settings name."""
-    chats: list[ScriptedChat] = []
-
-    def fake_stack(settings: Any, ws: Any) -> Any:
-        chats.append(ScriptedChat())
-        return build_stack(settings, ws.cache(), chat=chats[-1], embedder=HashEmbedder())
-
-    monkeypatch.setattr(cli, "_stack", fake_stack)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return chats
-
-
 def test_estimate_is_within_a_sane_factor_of_the_actual_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -151,7 +136,8 @@ def test_estimate_is_within_a_sane_factor_of_the_actual_run(tmp_path: Path, monk
     assert f"estimated {estimate['llm_calls']} LLM calls" in text and f"actual {actual['llm_calls']} calls" in text
 
 
-def test_nothing_left_to_do_estimates_zero_and_says_nothing(tmp_path: Path, scripted: list[ScriptedChat]) -> None:
+def test_nothing_left_to_do_estimates_zero_and_says_nothing(tmp_path: Path,
+                                                            cli_scripted_chats: list[ScriptedChat]) -> None:
     corpus, ws = people_corpus(tmp_path / "corpus", 4), tmp_path / "ws"
     ok("index", corpus, "-w", ws, *PAID, "--graph", "kg", "-q")
     again = ok("index", corpus, "-w", ws, *PAID, "--graph", "kg", "-q")
@@ -173,7 +159,8 @@ def snapshot(ws: Path) -> dict[str, Any]:
     return {"files": files, "rows": rows}
 
 
-def test_dry_run_prints_the_estimate_and_changes_nothing(tmp_path: Path, scripted: list[ScriptedChat]) -> None:
+def test_dry_run_prints_the_estimate_and_changes_nothing(tmp_path: Path,
+                                                         cli_scripted_chats: list[ScriptedChat]) -> None:
     ws = tmp_path / "ws"
     ok("index", small_corpus(tmp_path), "-w", ws, *PAID, "--graph", "kg", "-q")
     before = snapshot(ws)
@@ -186,7 +173,7 @@ def test_dry_run_prints_the_estimate_and_changes_nothing(tmp_path: Path, scripte
     assert not fresh.exists()
 
 
-def test_free_models_get_no_estimate_and_no_question(tmp_path: Path, scripted: list[ScriptedChat],
+def test_free_models_get_no_estimate_and_no_question(tmp_path: Path, cli_scripted_chats: list[ScriptedChat],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
     ws = tmp_path / "ws"
@@ -195,29 +182,30 @@ def test_free_models_get_no_estimate_and_no_question(tmp_path: Path, scripted: l
     assert "nothing to estimate" in ok("index", "-w", ws, "--dry-run").stdout
 
 
-def test_terminal_asks_and_no_cancels_before_anything_is_indexed(tmp_path: Path, scripted: list[ScriptedChat],
+def test_terminal_asks_and_no_cancels_before_anything_is_indexed(tmp_path: Path, cli_scripted_chats: list[ScriptedChat],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
     ws, corpus = tmp_path / "ws", people_corpus(tmp_path / "corpus", 4)
     refused = run("index", corpus, "-w", ws, *PAID, "--graph", "kg", input="n\n")
     assert refused.exit_code == 1 and "go on with these model calls?" in refused.stderr
-    assert "cancelled" in refused.stderr and not scripted[-1].calls
+    assert "cancelled" in refused.stderr and not cli_scripted_chats[-1].calls
     assert json.loads(ok("stats", "-w", ws, "--json").stdout)["documents"] == 0
     accepted = ok("index", corpus, "-w", ws, *PAID, "--graph", "kg", "-q", input="y\n")
-    assert "go on with these model calls?" in accepted.stderr and scripted[-1].calls
+    assert "go on with these model calls?" in accepted.stderr and cli_scripted_chats[-1].calls
 
 
-def test_yes_skips_the_question(tmp_path: Path, scripted: list[ScriptedChat], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_yes_skips_the_question(tmp_path: Path,
+                                cli_scripted_chats: list[ScriptedChat], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
     result = ok("index", people_corpus(tmp_path / "corpus", 4), "-w", tmp_path / "ws", *PAID, "--graph", "kg",
                 "-q", "--yes")
-    assert "estimate: about" in result.stderr and "go on" not in result.stderr and scripted[-1].calls
+    assert "estimate: about" in result.stderr and "go on" not in result.stderr and cli_scripted_chats[-1].calls
 
 
-def test_off_a_terminal_it_never_waits_for_an_answer(tmp_path: Path, scripted: list[ScriptedChat]) -> None:
+def test_off_a_terminal_it_never_waits_for_an_answer(tmp_path: Path, cli_scripted_chats: list[ScriptedChat]) -> None:
     # CliRunner's stdin is no terminal and holds nothing: a question would read EOF and abort.
     result = ok("index", people_corpus(tmp_path / "corpus", 4), "-w", tmp_path / "ws", *PAID, "--graph", "kg", "-q")
-    assert "estimate: about" in result.stderr and "go on" not in result.stderr and scripted[-1].calls
+    assert "estimate: about" in result.stderr and "go on" not in result.stderr and cli_scripted_chats[-1].calls
 
 
 # -- a killed sync's resume (issue 29 §3.10: the estimate left out the re-summaries, 102 -> 24) ----

@@ -12,13 +12,12 @@ figure); ``summary.md`` gets one table per budget; ``grounded_recall_vs_budget.p
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from unirag.eval.budget import RECALL_AT
-from unirag.eval.tables import cell_with_n, put_mean, pyplot, table_cell
+from unirag.eval.tables import cell_with_n, put_mean, pyplot, table_cell, write_csv
 
 ALL = "all"
 FIGURES = ("grounded_recall", "evidence_recall", "evidence_recall_with_passage", "answer_in_context",
@@ -67,13 +66,7 @@ def budget_summaries(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_budget_csv(summaries: Sequence[dict[str, Any]], out: Path) -> Path:
-    path = out / "budget_summary.csv"
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(CSV_COLUMNS)
-        for summary in summaries:
-            writer.writerow([table_cell(summary.get(name)) for name in CSV_COLUMNS])
-    return path
+    return write_csv(out / "budget_summary.csv", CSV_COLUMNS, summaries)
 
 
 def _rank(summary: dict[str, Any]) -> tuple[float, float]:

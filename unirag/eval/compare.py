@@ -17,7 +17,6 @@ of ``summary.md``.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from unirag.errors import ConfigError
-from unirag.eval.tables import table_cell
+from unirag.eval.tables import write_csv
 
 COMPARED = ("grounded_recall", "evidence_recall", "answer_in_context")
 FULL = "full"  # the whole context, beside the budgets
@@ -92,13 +91,7 @@ def compare_methods(rows: Sequence[dict[str, Any]], baseline: str,
 
 
 def write_comparison_csv(comparisons: Sequence[dict[str, Any]], out: Path) -> Path:
-    path = out / "comparison.csv"
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(CSV_COLUMNS)
-        for item in comparisons:
-            writer.writerow([table_cell(item[name]) for name in CSV_COLUMNS])
-    return path
+    return write_csv(out / "comparison.csv", CSV_COLUMNS, comparisons)
 
 
 def _signed(value: float) -> str:

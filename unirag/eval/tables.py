@@ -3,8 +3,10 @@ over how many values they are), table cells, and matplotlib without a display.""
 
 from __future__ import annotations
 
+import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from unirag.errors import import_optional
@@ -46,6 +48,16 @@ def table_cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Path:
+    """``rows`` as a CSV file with ``columns`` (cells as :func:`table_cell`; a missing value is empty)."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([table_cell(row.get(name)) for name in columns])
+    return path
 
 
 def pyplot() -> Any:
