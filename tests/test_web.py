@@ -67,6 +67,13 @@ def page(browser: Any) -> Iterator[Any]:
     assert not errors, errors
 
 
+def tap(page: Any, element: str) -> None:
+    """Tap the graph element the JS expression ``element`` names. The script returns nothing:
+    returning the element (``emit`` is chainable) made Playwright serialise the whole Cytoscape
+    core behind it, gigabytes of heap that crashed the tab."""
+    page.evaluate(f"() => {{ ({element}).emit('tap'); }}")
+
+
 def open_view(page: Any, base: str, view: str) -> None:
     page.goto(f"{base}/#{view}")
     page.wait_for_selector(f"body[data-view={view}]", state="attached")
@@ -233,7 +240,7 @@ def test_graph_neighbourhood_communities_and_details(page: Any, base: str) -> No
     page.wait_for_function("() => window.uniragGraph.nodes().some(n => n.data('raw').community)")
     colours = page.evaluate("() => window.uniragGraph.nodes().map(n => n.data('colour'))")
     assert len(set(colours)) == 1 and colours[0] != "#9aa5b1"  # Paris and France: one community, coloured
-    page.evaluate("() => window.uniragGraph.getElementById('paris').emit('tap')")
+    tap(page, "window.uniragGraph.getElementById('paris')")
     page.wait_for_selector("#graph-details .community h3")
     details = page.inner_text("#graph-details")
     assert "Paris" in details and "graphrag, level" in details and "capital of France" in details
@@ -243,7 +250,7 @@ def test_graph_neighbourhood_communities_and_details(page: Any, base: str) -> No
     page.wait_for_function("() => document.getElementById('passage-text').textContent.includes('Paris')")
     page.click("#passage-close")
     edge = page.evaluate("() => window.uniragGraph.edges()[0].id()")
-    page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(edge)}).emit('tap')")
+    tap(page, f"window.uniragGraph.getElementById({json.dumps(edge)})")
     page.wait_for_function("() => document.getElementById('graph-details').textContent.includes('→')")
 
 
@@ -263,7 +270,7 @@ def test_graph_of_a_larger_neighbourhood(page: Any, base: str) -> None:
     assert "level 1" in page.inner_text("#graph-status")
     assert len(set(page.evaluate("() => window.uniragGraph.nodes().map(n => n.data('colour'))"))) > 2
     centre = page.evaluate("() => window.uniragGraph.nodes().filter(n => n.data('centre'))[0].id()")
-    page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(centre)}).emit('tap')")
+    tap(page, f"window.uniragGraph.getElementById({json.dumps(centre)})")
     page.wait_for_selector("#graph-details .community h3")
     shot(page, "08-graph-hub")
 
@@ -346,7 +353,7 @@ def test_the_details_panel_follows_a_new_show(page: Any, base: str) -> None:
     page.fill("#graph-entity", "Paris")
     page.click("#graph-show")
     page.wait_for_function("() => window.uniragGraph.getElementById('paris').length === 1")
-    page.evaluate("() => window.uniragGraph.getElementById('paris').emit('tap')")
+    tap(page, "window.uniragGraph.getElementById('paris')")
     assert page.inner_text("#graph-details h2") == "Paris"
     hub = httpx.get(f"{base}/graph/kg", params={"limit": 1}).json()["nodes"][0]["name"]
     page.fill("#graph-entity", hub)
@@ -355,7 +362,7 @@ def test_the_details_panel_follows_a_new_show(page: Any, base: str) -> None:
                            arg=hub)
     assert page.locator("#graph-details h2").count() == 0
     assert "Paris" not in page.inner_text("#graph-details")
-    page.evaluate("() => window.uniragGraph.nodes().filter(n => n.data('centre'))[0].emit('tap')")
+    tap(page, "window.uniragGraph.nodes().filter(n => n.data('centre'))[0]")
     assert page.inner_text("#graph-details h2") == hub
 
 
@@ -376,7 +383,7 @@ def test_edges_carry_keywords_and_the_whole_relation_on_hover(page: Any, base: s
     page.wait_for_selector("#graph-tip:not([hidden])")
     assert edge["raw"]["description"] in page.inner_text("#graph-tip")
     shot(page, "08e-graph-edge-hover")
-    page.evaluate(f"() => window.uniragGraph.getElementById({json.dumps(edge['id'])}).emit('tap')")
+    tap(page, f"window.uniragGraph.getElementById({json.dumps(edge['id'])})")
     details = page.inner_text("#graph-details")
     assert edge["raw"]["description"] in details and "keywords" in details
 
