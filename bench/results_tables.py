@@ -237,7 +237,7 @@ def goal_check(rows: Sequence[dict[str, Any]], summaries: Sequence[dict[str, Any
         lines.append(f"**Goal met on {title}:** at {at:,} tokens {best['method']} beats {baseline} by "
                      f"{best['mean_difference']:+.3f} in grounded recall ({PERCENT} CI {best['ci_low']:+.3f} to "
                      f"{best['ci_high']:+.3f}, n = {best['n']}): at least {GOAL_MARGIN} with the interval above zero"
-                     + (f" (so do {', '.join(also)})." if also else "."))
+                     + (f" (so {'does' if len(also) == 1 else 'do'} {', '.join(also)})." if also else "."))
         return GoalCheck(lines, "met")
     best = compared[0]
     short = []
