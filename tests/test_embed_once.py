@@ -49,7 +49,7 @@ def _graph_workspace(root: Path, **overrides: str) -> tuple[Workspace, BuildCont
 
 
 def test_relation_vectors_embed_each_distinct_line_once_and_combine_ends_and_lines(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__relation_vectors="parts")
     assert artifact_registry()["relation_vectors"].build(ctx)
     embedded = [text for batch in embedder.batches for text in batch]
     assert sorted(embedded) == sorted(["Ada", "Bob", "Cy", SENTENCE, OTHER])  # the shared sentence once
@@ -74,7 +74,7 @@ def test_relation_vectors_text_setting_keeps_the_whole_text_vectors(tmp_path: Pa
 
 
 def test_relation_vectors_rebuild_embeds_only_changed_relationships(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__relation_vectors="parts")
     artifact_registry()["relation_vectors"].build(ctx)
     before = dict(zip(*load_vectors(ws, "relation_vectors", "relation_vectors")))
     graph = GraphStore(ws).shared_graph()
