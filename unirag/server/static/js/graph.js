@@ -7,7 +7,7 @@ import cytoscape from "../vendor/cytoscape.esm.min.js";
 import { getJSON, segment } from "./api.js";
 import { $, el, number, replace } from "./dom.js";
 import { graphStyle, labelsForDefaultZoom, relabel, shortRelation, sizeByDegree } from "./graph_labels.js";
-import { renderLegend } from "./graph_legend.js";
+import { clearLegend, renderLegend } from "./graph_legend.js";
 import { passageButtons } from "./passages.js";
 
 const PAGE = 60;
@@ -116,6 +116,7 @@ async function load(append) {
     view.colours.clear();
     levelPicker(page);
     clearDetails();
+    clearLegend();
   }
   cy.add(elementsOf(page));
   sizeByDegree(cy);

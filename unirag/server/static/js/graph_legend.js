@@ -37,6 +37,13 @@ function entry(group, title, hierarchy) {
     el("span", { className: "muted legend-count" }, String(group.count)));
 }
 
+/** A new Show: the old legend would name the previous picture's communities until the new one is drawn. */
+export function clearLegend() {
+  const box = $("graph-legend");
+  replace(box, el("p", { className: "muted" }, "Reading the colours…"));
+  box.dataset.entries = "0";
+}
+
 /** Draw the legend for what `cy` shows; `isCurrent()` false drops a result a newer Show replaced. */
 export async function renderLegend(cy, query, level, isCurrent) {
   const box = $("graph-legend");
