@@ -26,6 +26,8 @@ from unirag.methods.vector_reads import readers, unread_vector_artifacts, vector
 from unirag.progress import Progress
 from unirag.workspace import Workspace
 
+pytestmark = pytest.mark.numeric  # relation vectors combined from parts compared with expected means
+
 SENTENCE = "Ada, Bob and Cy met in Oslo."
 OTHER = "Bob and Cy wrote a book."
 

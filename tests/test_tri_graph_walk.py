@@ -30,6 +30,8 @@ from unirag.pipeline import run_index
 from unirag.progress import Progress
 from unirag.workspace import Workspace
 
+pytestmark = pytest.mark.numeric  # the vectorised walk's floats compared with the loop's, within 1e-12 / near-ties
+
 HOTPOT = SAMPLE_DATASETS / "hotpotqa"
 
 
