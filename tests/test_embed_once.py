@@ -1,6 +1,7 @@
 """Issue 34: embed what is needed, once.
 
-Relationship vectors from their description lines (each distinct line embedded once), the
+Long texts embedded as the word-weighted mean of their sentences (each distinct sentence
+embedded once for every artifact), the
 embedding cache as the content-addressed store two artifacts share (the second embeds nothing),
 the ledger's tokens read and sent, and the table of vector artifacts each method reads."""
 
@@ -18,15 +19,16 @@ from unirag.graph.merge import merge_extractions
 from unirag.graph.types import ChunkExtraction, EntityMention, RelationMention
 from unirag.hierarchy.communities import Community
 from unirag.hierarchy.entity_graph import relationship_texts
-from unirag.index.relation_vectors import combine_parts, relation_parts
 from unirag.index.vector_artifacts import build_text_vectors, load_vectors
 from unirag.llm.base import EmbeddingBatch, UsageLedger
 from unirag.llm.layers import AccountedEmbedder
+from unirag.llm.sentence_mean import NAME_SUFFIX, SentenceMeanEmbedder
 from unirag.methods.vector_reads import readers, unread_vector_artifacts, vector_artifact_names
 from unirag.progress import Progress
+from unirag.text.sentences import text_segments
 from unirag.workspace import Workspace
 
-pytestmark = pytest.mark.numeric  # relation vectors combined from parts compared with expected means
+pytestmark = pytest.mark.numeric  # sentence-mean vectors compared with expected means
 
 SENTENCE = "Ada, Bob and Cy met in Oslo."
 OTHER = "Bob and Cy wrote a book."
@@ -44,39 +46,69 @@ def _graph_workspace(root: Path, **overrides: str) -> tuple[Workspace, BuildCont
                              [RelationMention("Bob", "Cy", "wrote", OTHER, [], 1.0)])
     GraphStore(ws).save_graph(merge_extractions([extraction, second]))
     ws.manifest.set_entry("graph", {"config": {"extractor": "hand"}, "inputs": "hand-built"})
-    settings = make_settings(ws.root, **overrides)
+    settings = make_settings(ws.root, **{"index__long_texts": "sentences", **overrides})
     embedder, ledger = HashEmbedder(), UsageLedger()
     ctx = BuildContext(ws, settings, fake_stack(settings, ws, embedder=embedder).accounted(ledger), Progress())
     return ws, ctx, embedder, ledger
 
 
-def test_relation_vectors_embed_each_distinct_line_once_and_combine_ends_and_lines(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__relation_vectors="parts")
+def _unit(embedder: HashEmbedder, text: str) -> np.ndarray:
+    vector = embedder.vector(text)
+    return vector / np.linalg.norm(vector)
+
+
+def _sentence_mean(embedder: HashEmbedder, text: str) -> np.ndarray:
+    """The expected vector: the word-weighted mean of the text's segments' unit vectors."""
+    segments = text_segments(text)
+    mean = sum(len(part.split()) * _unit(embedder, part) for part in segments)
+    return mean / np.linalg.norm(mean)
+
+
+def test_relation_vectors_embed_each_sentence_once_as_the_word_weighted_mean(tmp_path: Path) -> None:
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
     assert artifact_registry()["relation_vectors"].build(ctx)
     embedded = [text for batch in embedder.batches for text in batch]
-    assert sorted(embedded) == sorted(["Ada", "Bob", "Cy", SENTENCE, OTHER])  # the shared sentence once
-    graph = GraphStore(ws).shared_graph()
+    assert embedded.count(SENTENCE) == 1 and embedded.count(OTHER) == 1  # three relationships cite SENTENCE
+    _, texts = relationship_texts(GraphStore(ws).shared_graph())
+    assert sorted(embedded) == sorted({part for text in texts for part in text_segments(text)})
     ids, vectors = load_vectors(ws, "relation_vectors", "relation_vectors")
-    unit = {text: embedder.vector(text) / np.linalg.norm(embedder.vector(text)) for text in embedded}
-    for rel_id, row in zip(ids, np.asarray(vectors)):
-        rel = graph.relationships[rel_id]
-        lines = rel.description.split("\n")
-        ends = (unit[graph.entities[rel.source].name] + unit[graph.entities[rel.target].name]) / 2
-        expected = ends + np.mean([unit[line] for line in lines], axis=0)
-        np.testing.assert_allclose(row, expected / np.linalg.norm(expected), atol=1e-6)
-    bob_cy = next(r for r in graph.relationships.values() if "\n" in r.description)  # met, and wrote: two lines
-    assert relation_parts(graph).lines[list(graph.relationships).index(bob_cy.id)] == [SENTENCE, OTHER]
+    assert ws.manifest.entry("relation_vectors")["config"]["model"] == embedder.name + NAME_SUFFIX
+    for text, row in zip(texts, np.asarray(vectors)):
+        np.testing.assert_allclose(row, _sentence_mean(embedder, text), atol=1e-6)
 
 
-def test_relation_vectors_text_setting_keeps_the_whole_text_vectors(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__relation_vectors="text")
+def test_long_texts_whole_keeps_the_whole_text_vectors(tmp_path: Path) -> None:
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__long_texts="whole")
     assert artifact_registry()["relation_vectors"].build(ctx)
     _, texts = relationship_texts(GraphStore(ws).shared_graph())
     assert sorted(text for batch in embedder.batches for text in batch) == sorted(texts)
+    assert ws.manifest.entry("relation_vectors")["config"]["model"] == embedder.name
+
+
+def test_auto_embeds_by_sentences_only_for_a_mean_pooling_model(tmp_path: Path) -> None:
+    auto = make_settings(tmp_path).index
+    assert (auto.resolved_long_texts(True), auto.resolved_long_texts(False)) == ("sentences", "whole")
+    told = make_settings(tmp_path, index__long_texts="sentences").index
+    assert told.resolved_long_texts(False) == "sentences"
+    from unirag.llm.embedded import EmbeddedEmbedder
+    from unirag.llm.factory import build_stack
+
+    settings = make_settings(tmp_path)
+    assert build_stack(settings, None, embedder=EmbeddedEmbedder()).accounted().mean_pooling  # the default model
+    assert not build_stack(settings, None, embedder=HashEmbedder()).accounted().mean_pooling  # says nothing
+
+
+def test_switching_long_texts_rebuilds_the_vectors(tmp_path: Path) -> None:
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
+    assert artifact_registry()["relation_vectors"].build(ctx)
+    assert not artifact_registry()["relation_vectors"].build(ctx)  # up to date
+    whole = make_settings(ws.root, index__long_texts="auto")  # the hash model pools no mean: whole
+    ctx = BuildContext(ws, whole, ctx.models, Progress())
+    assert artifact_registry()["relation_vectors"].build(ctx)
 
 
 def test_relation_vectors_rebuild_embeds_only_changed_relationships(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__relation_vectors="parts")
+    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
     artifact_registry()["relation_vectors"].build(ctx)
     before = dict(zip(*load_vectors(ws, "relation_vectors", "relation_vectors")))
     graph = GraphStore(ws).shared_graph()
@@ -87,37 +119,47 @@ def test_relation_vectors_rebuild_embeds_only_changed_relationships(tmp_path: Pa
     embedder.batches.clear()
     ctx = BuildContext(ws, ctx.settings, ctx.models, Progress())  # a new run reads the new graph
     assert artifact_registry()["relation_vectors"].build(ctx)
-    assert embedder.batches == [["Ada met Bob again."]]  # its ends' names: cache hits
+    assert embedder.batches == [["Ada met Bob again."]]  # its label: a cache hit
     after = dict(zip(*load_vectors(ws, "relation_vectors", "relation_vectors")))
     for rel_id, vector in after.items():
         if rel_id != changed.id:
             np.testing.assert_allclose(vector, before[rel_id], atol=1e-7)  # kept, not re-embedded
 
 
-def test_entity_vectors_parts_setting_embeds_names_and_distinct_lines(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws", index__entity_vectors="parts")
-    assert artifact_registry()["entity_vectors"].build(ctx)
-    embedded = [text for batch in embedder.batches for text in batch]
-    assert sorted(embedded) == sorted(["Ada", "Bob", "Cy", SENTENCE, OTHER])  # each once
+def test_entity_vectors_reuse_the_names_and_the_relationships_sentences(tmp_path: Path) -> None:
+    ws, ctx, embedder, ledger = _graph_workspace(tmp_path / "ws")
+    registry = artifact_registry()
+    for name in ("entity_name_vectors", "relation_vectors"):
+        assert registry[name].build(ctx)
+    embedder.batches.clear()
+    assert registry["entity_vectors"].build(ctx)
+    assert embedder.batches == []  # names and sentences: all embedded already
+    assert ledger.to_json()["index.entity_vectors"]["embedding_cache_hits"] == 5
     graph = GraphStore(ws).shared_graph()
-    unit = {text: embedder.vector(text) / np.linalg.norm(embedder.vector(text)) for text in embedded}
     for entity_id, row in zip(*load_vectors(ws, "entity_vectors", "entity_vectors")):
         entity = graph.entities[entity_id]
-        expected = unit[entity.name] + np.mean([unit[line] for line in entity.description.split("\n")], axis=0)
-        np.testing.assert_allclose(row, expected / np.linalg.norm(expected), atol=1e-6)
+        np.testing.assert_allclose(row, _sentence_mean(embedder, f"{entity.name}: {entity.description}"), atol=1e-6)
 
 
-def test_entity_vectors_default_is_still_name_and_description(tmp_path: Path) -> None:
-    ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
-    assert artifact_registry()["entity_vectors"].build(ctx)
-    assert sorted(t for batch in embedder.batches for t in batch) == sorted(
-        [f"Ada: {SENTENCE}", f"Bob: {SENTENCE} {OTHER}", f"Cy: {SENTENCE} {OTHER}"])
+def test_sentence_mean_of_one_segment_is_the_models_vector() -> None:
+    inner = HashEmbedder()
+    composed = SentenceMeanEmbedder(inner)
+    single = composed.embed(["Ada met Bob in Oslo."]).vectors[0]
+    np.testing.assert_allclose(single, _unit(inner, "Ada met Bob in Oslo."), atol=1e-6)
+    assert composed.embed([]).vectors.shape[0] == 0
+    weighted = composed.embed(["Ada: one two three. Four."]).vectors[0]
+    expected = _unit(inner, "Ada") + 3 * _unit(inner, "one two three.") + _unit(inner, "Four.")
+    np.testing.assert_allclose(weighted, expected / np.linalg.norm(expected), atol=1e-6)
 
 
-def test_combine_parts_weighs_the_ends_as_much_as_all_the_lines() -> None:
-    vectors = np.eye(4, dtype=np.float32)
-    combined = combine_parts(vectors, [(0, 1)], [[2, 3]])
-    np.testing.assert_allclose(combined[0], np.full(4, 0.5), atol=1e-7)
+def test_text_segments_split_a_short_label_lines_and_sentences() -> None:
+    assert text_segments("Bob met Cy: Bob met Cy. He left.\nA line (met)") == [
+        "Bob met Cy", "Bob met Cy.", "He left.", "A line (met)"]
+    assert text_segments("No label here. Second: one.") == ["No label here.", "Second: one."]
+    assert text_segments("Title\nBody: more.") == ["Title", "Body: more."]
+    long_label = " ".join(["word"] * 17)
+    assert text_segments(f"{long_label}: rest.") == [f"{long_label}: rest."]
+    assert text_segments("") == []
 
 
 def test_two_artifacts_embedding_the_same_text_embed_it_once(tmp_path: Path) -> None:

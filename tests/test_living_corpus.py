@@ -92,10 +92,13 @@ def snapshot(ws: Workspace) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("alone")
-    ws = Workspace.init(root / "ws")
+#: A workspace whose long texts are embedded as the mean of their sentences (the default with the
+#: embedded MiniLM; the hash model of these tests embeds them whole unless told).
+BY_SENTENCES = "index:\n  long_texts: sentences\n"
+
+
+def _alone(root: Path, settings_yaml: str | None) -> dict[str, Any]:
+    ws = Workspace.init(root / "ws", **({"settings_yaml": settings_yaml} if settings_yaml else {}))
     _index(ws, [_write(root / "a.json", A)])
     try:
         return snapshot(ws)
@@ -103,9 +106,19 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         ws.close()
 
 
-def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[str, Any]) -> None:
-    ws = Workspace.init(tmp_path / "ws")
-    a, b = _write(tmp_path / "a.json", A), _write(tmp_path / "b.json", B)
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _alone(tmp_path_factory.mktemp("alone"), None)
+
+
+@pytest.fixture(scope="module")
+def alone_by_sentences(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _alone(tmp_path_factory.mktemp("alone-sentences"), BY_SENTENCES)
+
+
+def _insert_then_delete(root: Path, alone: dict[str, Any], settings_yaml: str | None) -> None:
+    ws = Workspace.init(root / "ws", **({"settings_yaml": settings_yaml} if settings_yaml else {}))
+    a, b = _write(root / "a.json", A), _write(root / "b.json", B)
     _index(ws, [a])
     grown = _index(ws, [b])
     assert grown.ingest.documents_added == len(B)
@@ -120,6 +133,17 @@ def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[st
     for key in alone:
         assert after[key] == alone[key], key
     ws.close()
+
+
+def test_insert_then_delete_equals_never_inserted(tmp_path: Path, alone: dict[str, Any]) -> None:
+    _insert_then_delete(tmp_path, alone, None)
+
+
+def test_insert_then_delete_equals_never_inserted_with_sentence_mean_vectors(
+    tmp_path: Path, alone_by_sentences: dict[str, Any],
+) -> None:
+    _insert_then_delete(tmp_path, alone_by_sentences, BY_SENTENCES)
+    assert "+sentence-mean" in Workspace.open(tmp_path / "ws").manifest.entry("entity_vectors")["config"]["model"]
 
 
 class _Killed(KeyboardInterrupt):

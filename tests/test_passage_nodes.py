@@ -10,7 +10,8 @@ from tests.graph_fixture import build_hand_graph, chunk_id_of, query_state
 from unirag.errors import UniragError
 from unirag.artifacts.registry import BuildContext, artifact_registry
 from unirag.index.synonyms import SynonymConfig, find_synonyms
-from unirag.index.tri_graph import read_passages, sentences_of
+from unirag.index.tri_graph import read_passages
+from unirag.text.sentences import sentences_of
 from unirag.llm.base import UsageLedger
 from unirag.operators.passage_nodes import (
     chunk_importance,

@@ -302,18 +302,13 @@ class IndexSettings(_Section):
         description="after a corpus change: attach new leaves to the last build's communities and re-summarise "
         "only what changed (attach), or cluster every hierarchy afresh (rebuild)",
     )
-    relation_vectors: Literal["text", "parts"] = Field(
-        "text",
-        description="what a relationship's vector embeds: text = its whole 'source relation target: description "
-        "(keywords)' text; parts (opt-in, issue 34) = the mean of its description's distinct lines (each embedded "
-        "once, however many relationships share it) added to its 'source relation target' head: about a tenth of "
-        "the tokens, but HippoRAG 2 lost 0.011-0.019 of MuSiQue recall with it (docs: Performance)",
-    )
-    entity_vectors: Literal["text", "parts"] = Field(
-        "text",
-        description="what an entity's vector (entity_vectors) embeds: text = 'name: description'; parts (opt-in, "
-        "issue 34) = its name's vector plus the mean of its description's distinct lines, each line embedded once "
-        "(most of them already for the relationships)",
+    long_texts: Literal["auto", "sentences", "whole"] = Field(
+        "auto",
+        description="how the long texts are embedded (entity and relationship descriptions, community summaries "
+        "and reports, tree summaries; never chunks, names or questions): sentences = the word-weighted mean of "
+        "their label's and sentences' vectors, each distinct sentence embedded once for every artifact; whole = "
+        "each text as one input (the embedded MiniLM reads its first 256 word pieces); auto = sentences with the "
+        "embedded models (they pool by the mean of their tokens), whole with an endpoint's",
     )
     rebuild_share: float = Field(
         0.2, ge=0, le=1,
@@ -332,6 +327,12 @@ class IndexSettings(_Section):
     chnsw: dict[str, Any] = Field(default_factory=dict, description="ArchRAG's C-HNSW (m, ef_construction)")
     hygrag: dict[str, Any] = Field(default_factory=dict, description="LSH bucket hierarchy")
     leanrag: dict[str, Any] = Field(default_factory=dict, description="GMM aggregation hierarchy")
+
+    def resolved_long_texts(self, mean_pooling: bool) -> str:
+        """``auto``: sentences when the embedding model's vector is the mean of its tokens'."""
+        if self.long_texts != "auto":
+            return self.long_texts
+        return "sentences" if mean_pooling else "whole"
 
     def resolved_summarizer(self, chat: ChatSettings) -> str:
         if self.summarizer != "auto":

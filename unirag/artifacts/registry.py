@@ -38,12 +38,12 @@ from unirag.hierarchy.layered import BuildModels
 from unirag.hierarchy.registry import hierarchy_registry, hierarchy_variants, spec_of
 from unirag.hierarchy.spec import BuildInputs, config_dict, hierarchy_config
 from unirag.index.chunks import build_chunk_bm25, build_chunk_tfidf, build_chunk_vectors
-from unirag.index.relation_vectors import build_relation_part_vectors, entity_parts, relation_parts
 from unirag.index.survivors import survivors_frozen
 from unirag.index.synonyms import build_synonym_edges
 from unirag.index.tri_graph import build_tri_graph
 from unirag.index.vector_artifacts import build_text_vectors, index_given_vectors, load_vectors, vector_files
 from unirag.llm.factory import Models
+from unirag.llm.sentence_mean import long_text_embedder
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
 from unirag.workspace import Workspace
@@ -151,24 +151,17 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
               "relation_vectors": "embedding relationships"}
 
     def build(ctx: BuildContext) -> bool:
-        from_parts = (kind == "relation_vectors" and ctx.settings.index.relation_vectors == "parts"
-                      or kind == "entity_vectors" and ctx.settings.index.entity_vectors == "parts")
-        fingerprint = config_hash({**ctx.inputs_of("graph"), "model": ctx.models.embedder.name, "kind": kind,
-                                   **({"texts": "parts"} if from_parts else {})})
+        embedder = ctx.models.embedder if kind == "entity_name_vectors" else long_text_embedder(
+            ctx.models, ctx.settings)
+        fingerprint = config_hash({**ctx.inputs_of("graph"), "model": embedder.name, "kind": kind})
         if ctx.workspace.manifest.is_current(kind, fingerprint, vector_files(ctx.workspace, kind)):
             return False
-        if from_parts:
-            return build_relation_part_vectors(
-                ctx.workspace, ctx.models.embedder, kind,
-                (relation_parts if kind == "relation_vectors" else entity_parts)(ctx.store.shared_graph()),
-                ctx.settings.embedding.batch_size, ctx.progress, f"index.{kind}", fingerprint,
-                parallel=model_call_parallelism(ctx.settings))
         make = {"entity_vectors": entity_graph.entity_full_texts,
                 "entity_name_vectors": entity_graph.entity_name_texts,
                 "relation_vectors": entity_graph.relationship_texts}[kind]
         ids, texts = make(ctx.store.shared_graph())
         return build_text_vectors(
-            ctx.workspace, ctx.models.embedder, kind, kind, ids, texts, ctx.settings.embedding.batch_size,
+            ctx.workspace, embedder, kind, kind, ids, texts, ctx.settings.embedding.batch_size,
             ctx.progress, f"index.{kind}", labels[kind], fingerprint=fingerprint,
             parallel=model_call_parallelism(ctx.settings),
         )
@@ -210,7 +203,7 @@ def summary_chat(ctx: BuildContext) -> Any:
 
 def summary_models(ctx: BuildContext) -> Any:
     """What a hierarchy builder calls: the summary chat model (or None), the embedder, the run's settings."""
-    return BuildModels(summary_chat(ctx), ctx.models.embedder, ctx.settings.concurrency,
+    return BuildModels(summary_chat(ctx), long_text_embedder(ctx.models, ctx.settings), ctx.settings.concurrency,
                        ctx.settings.chat.temperature, ctx.progress,
                        prompts=PromptLibrary.of_workspace(ctx.workspace.root))
 
@@ -266,7 +259,8 @@ def build_hierarchy(ctx: BuildContext, name: str) -> bool:
     config = hierarchy_config(ctx.settings, spec.name, spec.settings, hierarchy_variants().get(name, ("", {}))[1])
     key = f"communities:{name}"
     chat = getattr(summary_chat(ctx), "name", "extractive")
-    identity = {"config": config_dict(config), "chat": chat, "embedder": ctx.models.embedder.name}
+    identity = {"config": config_dict(config), "chat": chat,
+                "embedder": long_text_embedder(ctx.models, ctx.settings).name}
     fingerprint = {"needs": ctx.inputs_of(*spec.needs), **identity}
     prompts = (PromptLibrary.of_workspace(ctx.workspace.root).overridden(*spec.prompts)
                if summary_chat(ctx) is not None else {})
@@ -329,7 +323,8 @@ def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
         communities = CommunityStore(ctx.workspace).heads(name)
         vector_text = spec_of(name).vector_text
         return build_text_vectors(
-            ctx.workspace, ctx.models.embedder, f"community_vectors:{name}", f"community_vectors.{name}",
+            ctx.workspace, long_text_embedder(ctx.models, ctx.settings), f"community_vectors:{name}",
+            f"community_vectors.{name}",
             [c.id for c in communities], [community_text(c, vector_text) for c in communities],
             ctx.settings.embedding.batch_size, ctx.progress, f"index.{name}.embed_reports",
             f"embedding {name} communities", parallel=model_call_parallelism(ctx.settings),

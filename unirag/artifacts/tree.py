@@ -23,6 +23,7 @@ from unirag.hierarchy.incremental import plan_update
 from unirag.hierarchy.layered import BuildModels
 from unirag.hierarchy.tree import TreeConfig, TreeNode, build_tree, leaves_beneath
 from unirag.llm.factory import Models
+from unirag.llm.sentence_mean import long_text_embedder
 from unirag.progress import Progress
 from unirag.prompts.prompt import PromptLibrary
 from unirag.workspace import Workspace, atomic_write_bytes
@@ -65,15 +66,16 @@ def build_tree_artifact(
         workspace.manifest.checkout(name)
     written = _read_written_from(basis_path) if stored else {}
     previous = _previous_tree(stored, written or {})
+    embedder = long_text_embedder(models, settings)  # the summaries; leaves are the chunk vectors
     identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
-                "embedder": models.embedder.name}
+                "embedder": embedder.name}
     plan = plan_update(workspace, settings, name, identity, [leaf[0] for leaf in leaves], lambda: previous,
                        known=[node_id for node_id, layer, *_ in stored if layer == 0])
     if plan.carrier is not None and written is None:
         # without the bases of the summaries kept last time, drift could only be measured against
         # the last update: every changed upper node is re-summarised instead (the bases restart)
         plan.carrier.resummarize_share = 0.0
-    result = build_tree(leaves, BuildModels(chat, models.embedder, settings.concurrency, settings.chat.temperature,
+    result = build_tree(leaves, BuildModels(chat, embedder, settings.concurrency, settings.chat.temperature,
                                             progress, prompts=PromptLibrary.of_workspace(workspace.root)),
                         config, plan.carrier)
     store.save_tree(((n.id, n.layer, n.text, n.children, n.vector) for n in result.nodes), tree=name,

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from unirag.index.vectors import identical_rows
+from unirag.index.vectors import TIE_MARGIN, identical_rows, ties_by_id
 from unirag.workspace import atomic_path, atomic_write_bytes
 
 FORMAT_VERSION = 1
@@ -429,10 +429,15 @@ class CHnswIndex:
         return [(ids[r], float(c)) for r, c in zip(rows.tolist(), cosine.tolist(), strict=True) if r >= 0]
 
     def search_many(self, queries: np.ndarray, k: int, ef: int = 100) -> list[dict[int, list[tuple[str, float]]]]:
-        """Hierarchical search per query row: {layer: [(id, cosine), ...] best first}."""
-        rows, cosine, _ = self.search_arrays(queries, k, ef)
+        """Hierarchical search per query row: {layer: [(id, cosine), ...] best first}. Equal
+        scores are ordered by id, a tie at the k-th place too (a few rows past k are fetched):
+        which of tied nodes the graph walk meets first depends on how the graph was built
+        (whole, or updated in place), and an answer must not."""
+        self._check_k(k, ef)
+        rows, cosine, _ = self.search_arrays(queries, k + TIE_MARGIN, max(ef, k))
         return [
-            {layer: self._pairs(layer, rows[q, layer], cosine[q, layer]) for layer in range(self.n_layers - 1, -1, -1)}
+            {layer: ties_by_id(self._pairs(layer, rows[q, layer], cosine[q, layer]), k)
+             for layer in range(self.n_layers - 1, -1, -1)}
             for q in range(rows.shape[0])
         ]
 
@@ -446,9 +451,11 @@ class CHnswIndex:
     def search_layer_many(
         self, queries: np.ndarray, layer: int, k: int, ef: int = 100, upper_ef: int = 1
     ) -> list[list[tuple[str, float]]]:
-        """Top-k (id, cosine) of one layer per query row, descending from the top layer."""
-        rows, cosine, _ = self.search_layer_arrays(queries, layer, k, ef, upper_ef=upper_ef)
-        return [self._pairs(layer, rows[q], cosine[q]) for q in range(rows.shape[0])]
+        """Top-k (id, cosine) of one layer per query row, descending from the top layer; equal
+        scores by id (:meth:`search_many`)."""
+        self._check_k(k, ef)
+        rows, cosine, _ = self.search_layer_arrays(queries, layer, k + TIE_MARGIN, max(ef, k), upper_ef=upper_ef)
+        return [ties_by_id(self._pairs(layer, rows[q], cosine[q]), k) for q in range(rows.shape[0])]
 
     def search_layer(self, query: np.ndarray, layer: int, k: int, ef: int = 100) -> list[tuple[str, float]]:
         """Top-k (id, cosine) of one layer for one query vector (d,)."""

@@ -46,12 +46,12 @@ from unirag.graph.merge import normalize_name
 from unirag.index.vector_artifacts import embed_in_length_order
 from unirag.llm.factory import Models
 from unirag.progress import Progress
+from unirag.text.sentences import sentences_of
 from unirag.workspace import Workspace, atomic_path
 
 TRI_GRAPH = "tri_graph"
 ALGORITHM_VERSION = "v1"
 PARTS_FILE = "passages.json"  # each passage's part, by chunk id: what the next update reuses
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 @dataclass
@@ -83,12 +83,6 @@ class TriGraph:
         inverse = np.divide(1.0, per_passage, out=np.zeros_like(per_passage, dtype=np.float64),
                             where=per_passage > 0)
         return (self.entity_passage @ diags(inverse)).tocsr()
-
-
-def sentences_of(text: str) -> list[str]:
-    """A passage's sentences (title line apart): a regex split, enough to say which
-    entities share a sentence."""
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
 def _name_pattern(names: list[str]) -> re.Pattern[str]:

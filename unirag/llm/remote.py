@@ -108,7 +108,9 @@ class RemoteEmbedder:
 
     def __init__(self, executor: Executor, recipe: ClientRecipe, retries: int) -> None:
         self.executor, self.retries = executor, retries
-        self.name = worker_client(recipe).name
+        client = worker_client(recipe)
+        self.name = client.name
+        self.mean_pooling = bool(getattr(client, "mean_pooling", False))  # as the model it runs
         self._call, self._cpus = EmbedCall(recipe), recipe.cpus()
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:

@@ -13,6 +13,7 @@ from unirag.config import Settings
 from unirag.errors import WorkspaceError
 from unirag.index.vector_artifacts import load_vectors, open_vector_index
 from unirag.index.vectors import embedding_mismatch
+from unirag.llm.sentence_mean import base_model
 from unirag.llm.base import ChatRequest
 from unirag.llm.factory import Models
 from unirag.operators.graph_index import GraphIndex
@@ -104,10 +105,11 @@ class Resources:
         return self._loaded[key]
 
     def check_embedding_model(self, artifact: str, model: str) -> None:
-        """Vectors are comparable only with the model that made them."""
+        """Vectors are comparable only with the model that made them (a sentence mean's are its
+        model's: :mod:`unirag.llm.sentence_mean`)."""
         entry = self.workspace.manifest.entry(artifact) or {}
         built_with = entry.get("config", {}).get("model")
-        if built_with and built_with != model:
+        if built_with and base_model(built_with) != model:
             raise embedding_mismatch(artifact, built_with, model)
 
     def chunk_hnsw(self, embedding_model: str) -> VectorIndex:

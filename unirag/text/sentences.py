@@ -11,11 +11,35 @@ if TYPE_CHECKING:
     from unirag.text.tokenizer import Tokenizer
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_LINE_OR_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_LABEL_WORDS = 16  # ``Label: text`` with a label this short: the label is a segment of its own
 # A file name standing alone (``apollo.html``): what a loader leaves as a title or an extractor
 # as an entity when a document has no title of its own; never prose.
 _FILE_NAME = re.compile(r"(?<!\S)[\w~-][\w.~-]*\.(?:html?|xhtml|pdf|txt|md|markdown|rst|docx?|csv|tsv|jsonl?|xml)"
                         r"(?=[\s,;:)]|$)", re.IGNORECASE)
 _TITLE_WORDS = 16  # a first line this short, with no sentence end, is a title line
+
+
+def sentences_of(text: str) -> list[str]:
+    """A text's lines and sentences, each stripped: a regex split (a sentence ends at ``.!?``
+    and whitespace; a line break ends one too). LinearRAG's sentence nodes and the segments of
+    :func:`text_segments` use it, so the same sentence is the same string for both."""
+    return [part.strip() for part in _LINE_OR_SENTENCE_END.split(text) if part and part.strip()]
+
+
+def text_segments(text: str) -> list[str]:
+    """What a sentence-mean vector is made of: a leading short ``Label:`` (an entity's or a
+    relationship's name, a community's title) and each line and sentence of the rest.
+
+    Splitting the label off is what lets the parts be shared: ``Bob: Bob met Cy.`` and
+    ``Bob met Cy: Bob met Cy.`` both cite the sentence ``Bob met Cy.``, and ``Bob`` is the
+    entity's name, which its name vector embedded already."""
+    label, colon, rest = text.partition(": ")
+    first_line = label.split("\n", 1)[0]
+    if colon and label == first_line and label.strip() and len(label.split()) <= _LABEL_WORDS \
+            and not _SENTENCE_END.search(label + " "):
+        return [label.strip(), *sentences_of(rest)]
+    return sentences_of(text)
 
 
 def first_sentence(text: str) -> str:
