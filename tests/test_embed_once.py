@@ -155,8 +155,10 @@ def test_sentence_mean_of_one_segment_is_the_models_vector() -> None:
 def test_text_segments_split_a_short_label_lines_and_sentences() -> None:
     assert text_segments("Bob met Cy: Bob met Cy. He left.\nA line (met)") == [
         "Bob met Cy", "Bob met Cy.", "He left.", "A line (met)"]
-    assert text_segments("No label here. Second: one.") == ["No label here.", "Second: one."]
-    assert text_segments("Title\nBody: more.") == ["Title", "Body: more."]
+    assert text_segments("No label here. Second: one.") == ["No label here.", "Second", "one."]
+    assert text_segments("Title\nBody: more.") == ["Title", "Body", "more."]
+    assert text_segments("Ada; Bob; Cy\nAda: She wrote; he read.") == ["Ada", "Bob", "Cy", "Ada", "She wrote", "he read."]
+    assert text_segments("Ada; Wrong Turn: The Foundation; Bob") == ["Ada", "Wrong Turn", "The Foundation", "Bob"]
     long_label = " ".join(["word"] * 17)
     assert text_segments(f"{long_label}: rest.") == [f"{long_label}: rest."]
     assert text_segments("") == []

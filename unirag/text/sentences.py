@@ -28,18 +28,23 @@ def sentences_of(text: str) -> list[str]:
 
 
 def text_segments(text: str) -> list[str]:
-    """What a sentence-mean vector is made of: a leading short ``Label:`` (an entity's or a
-    relationship's name, a community's title) and each line and sentence of the rest.
+    """What a sentence-mean vector is made of: each line's sentences, a sentence's short leading
+    ``Label:`` (an entity's or a relationship's name, a summary's member) apart, and the parts of
+    a ``;``-separated list (a community's member names) apart.
 
-    Splitting the label off is what lets the parts be shared: ``Bob: Bob met Cy.`` and
-    ``Bob met Cy: Bob met Cy.`` both cite the sentence ``Bob met Cy.``, and ``Bob`` is the
-    entity's name, which its name vector embedded already."""
-    label, colon, rest = text.partition(": ")
-    first_line = label.split("\n", 1)[0]
-    if colon and label == first_line and label.strip() and len(label.split()) <= _LABEL_WORDS \
-            and not _SENTENCE_END.search(label + " "):
-        return [label.strip(), *sentences_of(rest)]
-    return sentences_of(text)
+    Splitting labels and lists off is what lets the parts be shared: ``Bob: Bob met Cy.`` and
+    ``Bob met Cy: Bob met Cy.`` both cite the sentence ``Bob met Cy.``, ``Bob`` is the entity's
+    name, which its name vector embedded already, and ``Ada; Bob`` names two of them."""
+    segments: list[str] = []
+    for sentence in sentences_of(text):
+        for part in sentence.split("; "):
+            label, colon, rest = part.partition(": ")
+            if colon and label.strip() and len(label.split()) <= _LABEL_WORDS:
+                segments.append(label.strip())
+                part = rest
+            if part.strip():
+                segments.append(part.strip())
+    return segments
 
 
 def first_sentence(text: str) -> str:
