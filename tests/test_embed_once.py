@@ -150,6 +150,12 @@ def test_sentence_mean_of_one_segment_is_the_models_vector() -> None:
     weighted = composed.embed(["Ada: one two three. Four."]).vectors[0]
     expected = _unit(inner, "Ada") + 3 * _unit(inner, "one two three.") + _unit(inner, "Four.")
     np.testing.assert_allclose(weighted, expected / np.linalg.norm(expected), atol=1e-6)
+    texts = ["Ada: one two three. Four.", "Bob: Four. Five six.", "Cy"]
+    small = HashEmbedder()
+    in_pairs = SentenceMeanEmbedder(small, batch_size=2).embed(texts)  # an endpoint's request size
+    assert [len(batch) for batch in small.batches] == [2, 2, 2]  # six distinct segments
+    np.testing.assert_allclose(in_pairs.vectors, composed.embed(texts).vectors, atol=1e-6)
+    assert in_pairs.calls == 3
 
 
 def test_text_segments_split_a_short_label_lines_and_sentences() -> None:

@@ -52,6 +52,11 @@ EMBEDDED_CHAT_MODEL = "smollm2-135m-instruct"
 EMBEDDED_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # opt-in: static token vectors from the wordllama package (unirag.llm.wordllama_embedder); faster, less exact
 FAST_EMBEDDING_MODEL = "wordllama-l2-supercat-256"
+#: Texts per embedding call when ``embedding.batch_size`` is unset: an endpoint's request, and the
+#: embedded models' call (split into runs of <= 1,024 padded tokens by the model; on 2Wiki's
+#: sentence segments 32 texts a call left most runs a quarter full).
+ENDPOINT_EMBEDDING_BATCH = 32
+EMBEDDED_EMBEDDING_BATCH = 512
 DOTENV_FILE = ".env"
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
@@ -118,10 +123,19 @@ class EmbeddingSettings(_ModelEndpoint):
 
     model: str = EMBEDDED_EMBEDDING_MODEL
     timeout: float = Field(60.0, gt=0)
-    batch_size: int = Field(32, gt=0, le=2048)
+    batch_size: int | None = Field(
+        None, gt=0, le=2048,
+        description="texts per embedding call; unset: 32 for an endpoint (a request), 512 for the embedded "
+        "models (they split a call into runs of similar length themselves; fewer, fuller runs cost less)")
     int8_kernels: bool = Field(
         False, description="embedded MiniLM only: run its MatMuls on int8 kernels (about 2x faster on CPU; "
         "vectors differ slightly, so an index built without it is embedded again)")
+
+    @property
+    def resolved_batch_size(self) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return ENDPOINT_EMBEDDING_BATCH if self.resolved_provider == "openai" else EMBEDDED_EMBEDDING_BATCH
 
 
 class RerankSettings(_Section):
@@ -653,7 +667,7 @@ embedding:
   provider: auto
   # base_url: http://localhost:8000/v1
   # model: BAAI/bge-m3
-  batch_size: 32
+  # batch_size: 32   # texts per call (unset: 32 for an endpoint, 512 for the embedded models)
   # int8_kernels: true   # embedded MiniLM: int8 MatMuls, ~2x faster, vectors differ slightly (re-embeds)
   # model: wordllama-l2-supercat-256   # offline, static vectors: far faster, lower recall (unirag[fast-embed])
 

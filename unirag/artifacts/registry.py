@@ -161,7 +161,7 @@ def _graph_texts(kind: str) -> Callable[[BuildContext], bool]:
                 "relation_vectors": entity_graph.relationship_texts}[kind]
         ids, texts = make(ctx.store.shared_graph())
         return build_text_vectors(
-            ctx.workspace, embedder, kind, kind, ids, texts, ctx.settings.embedding.batch_size,
+            ctx.workspace, embedder, kind, kind, ids, texts, ctx.settings.embedding.resolved_batch_size,
             ctx.progress, f"index.{kind}", labels[kind], fingerprint=fingerprint,
             parallel=model_call_parallelism(ctx.settings),
         )
@@ -326,7 +326,7 @@ def _community_vectors(name: str) -> Callable[[BuildContext], bool]:
             ctx.workspace, long_text_embedder(ctx.models, ctx.settings), f"community_vectors:{name}",
             f"community_vectors.{name}",
             [c.id for c in communities], [community_text(c, vector_text) for c in communities],
-            ctx.settings.embedding.batch_size, ctx.progress, f"index.{name}.embed_reports",
+            ctx.settings.embedding.resolved_batch_size, ctx.progress, f"index.{name}.embed_reports",
             f"embedding {name} communities", parallel=model_call_parallelism(ctx.settings),
         )
 

@@ -58,7 +58,7 @@ def build_chunk_vectors(
     # Chunk ids are content hashes, so the ids alone fingerprint the texts.
     return build_text_vectors(
         workspace, embedder, CHUNK_VECTORS, "chunk_vectors", ids, [chunk.indexed_text for chunk in chunks],
-        settings.embedding.batch_size, progress or Progress(), "index.embed_chunks", "embedding chunks",
+        settings.embedding.resolved_batch_size, progress or Progress(), "index.embed_chunks", "embedding chunks",
         fingerprint=config_hash({"chunks": ids, "model": embedder.name}),
         lengths=[chunk.n_tokens for chunk in chunks], parallel=model_call_parallelism(settings),
     )

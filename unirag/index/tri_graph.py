@@ -283,7 +283,7 @@ def build_tri_graph(workspace: Workspace, store: Any, settings: Settings, models
     keys = sorted(display)
     sentences = sorted(sentence_entities)
     entity_passage, sentence_entity = _incidences(keys, counts, sentences, sentence_entities)
-    batch, parallel = settings.embedding.batch_size, model_call_parallelism(settings)
+    batch, parallel = settings.embedding.resolved_batch_size, model_call_parallelism(settings)
 
     def embedder(label: str) -> Callable[[list[str]], np.ndarray]:
         return lambda texts: embed_in_length_order(models.embedder, texts, batch, progress, label, "index.tri_graph",

@@ -52,9 +52,10 @@ class SentenceMeanEmbedder:
     """An embedding model whose vector of a text is the word-weighted mean of its segments'
     vectors (module docstring); a text of one segment gets the wrapped model's own vector."""
 
-    def __init__(self, inner: EmbeddingModel) -> None:
+    def __init__(self, inner: EmbeddingModel, batch_size: int | None = None) -> None:
         self.inner = inner
         self.name = f"{inner.name}{NAME_SUFFIX}"
+        self._batch_size = batch_size  # segments per call of ``inner`` (an endpoint's request size)
 
     @property
     def dim(self) -> int:
@@ -68,14 +69,19 @@ class SentenceMeanEmbedder:
         for parts in segments:
             for part in parts:
                 row.setdefault(part, len(row))
-        batch = self.inner.embed(list(row), stage=stage)
-        vectors = np.asarray(batch.vectors, dtype=np.float32)
+        distinct = list(row)
+        size = self._batch_size or len(distinct)
+        batches = [self.inner.embed(distinct[start:start + size], stage=stage) for start in range(0, len(distinct), size)]
+        vectors = np.concatenate([np.asarray(batch.vectors, dtype=np.float32) for batch in batches])
         out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
         for i, parts in enumerate(segments):
             weights = np.asarray(segment_weights(parts), dtype=np.float32)
             out[i] = weights @ vectors[[row[part] for part in parts]]
-        return EmbeddingBatch(normalise_rows(out), prompt_tokens=batch.prompt_tokens, calls=batch.calls,
-                              cache_hits=batch.cache_hits, sent_tokens=batch.sent_tokens)
+        sent = [batch.sent_tokens for batch in batches]
+        return EmbeddingBatch(normalise_rows(out), prompt_tokens=sum(batch.prompt_tokens for batch in batches),
+                              calls=sum(batch.calls for batch in batches),
+                              cache_hits=sum(batch.cache_hits for batch in batches),
+                              sent_tokens=None if None in sent else sum(s or 0 for s in sent))
 
 
 def long_text_embedder(models: Models, settings: Settings) -> EmbeddingModel:
@@ -83,5 +89,5 @@ def long_text_embedder(models: Models, settings: Settings) -> EmbeddingModel:
     embedder itself (``index.long_texts: whole``; ``auto`` with a model that does not pool by
     the mean: an endpoint's, or one given in code that does not say it does)."""
     if settings.index.resolved_long_texts(models.mean_pooling) == "sentences":
-        return SentenceMeanEmbedder(models.embedder)
+        return SentenceMeanEmbedder(models.embedder, settings.embedding.resolved_batch_size)
     return models.embedder
