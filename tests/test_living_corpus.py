@@ -92,8 +92,7 @@ def snapshot(ws: Workspace) -> dict[str, Any]:
     }
 
 
-#: A workspace whose long texts are embedded as the mean of their sentences (the default with the
-#: embedded MiniLM; the hash model of these tests embeds them whole unless told).
+#: A workspace whose long texts are embedded as the mean of their sentences (opt-in).
 BY_SENTENCES = "index:\n  long_texts: sentences\n"
 
 

@@ -82,8 +82,6 @@ class EmbeddedEmbedder:
     """
 
     dim = 384
-    #: a text's vector is the mean of its tokens' (index.long_texts: auto -> sentences)
-    mean_pooling = True
 
     def __init__(
         self, name: str = "all-MiniLM-L6-v2", n_threads: int = 2, max_length: int = 256, batch_tokens: int = 1024,

@@ -34,9 +34,6 @@ class Models:
     embedder: EmbeddingModel
     ledger: UsageLedger
     reranker: Reranker | None = None
-    #: the embedding model's vector of a text is the mean of its tokens' (``mean_pooling`` of
-    #: its backend): what lets ``index.long_texts: auto`` embed long texts by their sentences
-    mean_pooling: bool = False
 
 
 @dataclass
@@ -63,8 +60,7 @@ class ModelStack:
     def accounted(self, ledger: UsageLedger | None = None) -> Models:
         ledger = ledger if ledger is not None else UsageLedger()
         reranker = AccountedReranker(self.reranker, ledger) if self.reranker is not None else None
-        return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger, reranker,
-                      mean_pooling=bool(getattr(self.embedding_backend, "mean_pooling", False)))
+        return Models(AccountedChat(self.chat, ledger), AccountedEmbedder(self.embedder, ledger), ledger, reranker)
 
 
 def retry_policy(settings: Settings, on_retry: Callable[[str], None] | None = None) -> RetryPolicy:

@@ -108,9 +108,7 @@ class RemoteEmbedder:
 
     def __init__(self, executor: Executor, recipe: ClientRecipe, retries: int) -> None:
         self.executor, self.retries = executor, retries
-        client = worker_client(recipe)
-        self.name = client.name
-        self.mean_pooling = bool(getattr(client, "mean_pooling", False))  # as the model it runs
+        self.name = worker_client(recipe).name
         self._call, self._cpus = EmbedCall(recipe), recipe.cpus()
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:

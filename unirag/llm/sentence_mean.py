@@ -14,14 +14,17 @@ docs: Performance). :class:`SentenceMeanEmbedder` embeds each text as
 
     normalise(sum over segments s of words(s) * v(s))
 
-with the segments of :func:`unirag.text.sentences.text_segments` (a short leading label, then
-each line and sentence) and ``v`` the wrapped model's normalised vector, every distinct segment
+with the segments of :func:`unirag.text.sentences.text_segments` (each sentence, with a short
+``Label:`` before one and the items of a ``;`` list apart) and ``v`` the wrapped model's normalised vector, every distinct segment
 embedded once per call and, through the model cache, once per workspace. The vector covers the
 whole text, where the model alone read its first 256 word pieces.
 
 Queries, chunks and names are embedded whole: the artifact layer wraps the embedder only for
-the long texts (``index.long_texts``; ``auto`` when the model says it pools by the mean:
-``mean_pooling``, as the embedded MiniLM and wordllama do).
+the long texts, and only when ``index.long_texts: sentences`` asks: it is opt-in. On the dev sets
+it cost most graph methods 0.02-0.12 of their evidence recall against the whole texts' vectors
+(docs: Performance, "Embed what is needed, once"): the pair a relationship names, or the entity
+a description is about, is in every token of the whole text's vector (attention), and only in
+its label's share of a sentence mean.
 """
 
 from __future__ import annotations
@@ -85,9 +88,8 @@ class SentenceMeanEmbedder:
 
 
 def long_text_embedder(models: Models, settings: Settings) -> EmbeddingModel:
-    """What embeds the long texts of a build: the sentence mean of the models' embedder, or the
-    embedder itself (``index.long_texts: whole``; ``auto`` with a model that does not pool by
-    the mean: an endpoint's, or one given in code that does not say it does)."""
-    if settings.index.resolved_long_texts(models.mean_pooling) == "sentences":
+    """What embeds the long texts of a build: the models' embedder (``index.long_texts: whole``,
+    the default) or its sentence mean (``sentences``, opt-in)."""
+    if settings.index.long_texts == "sentences":
         return SentenceMeanEmbedder(models.embedder, settings.embedding.resolved_batch_size)
     return models.embedder

@@ -56,8 +56,6 @@ class WordLlamaEmbedder:
     """
 
     dim = 256
-    #: a text's vector is the mean of its tokens' (index.long_texts: auto -> sentences)
-    mean_pooling = True
 
     def __init__(self, name: str = "wordllama-l2-supercat-256") -> None:
         self.name = name  # differs from MiniLM's: a workspace switching models re-embeds
