@@ -264,3 +264,17 @@ def test_the_generated_table_lists_every_vector_artifact_and_its_readers() -> No
     assert docs_hooks.on_page_markdown(docs_hooks.MARKERS["vector_reads"]) == table
     graphs_page = Path(__file__).resolve().parents[1] / "docs" / "graphs.md"
     assert docs_hooks.MARKERS["vector_reads"] in graphs_page.read_text(encoding="utf-8")
+
+
+def test_switching_long_texts_rebuilds_the_tree_summaries(tmp_path: Path) -> None:
+    """The tree's leaves are the chunk vectors; its summaries' vectors follow index.long_texts."""
+    from tests.graph_fixture import build_hand_graph
+
+    ws, settings, embedder = build_hand_graph(tmp_path / "ws", index__summarizer="extractive")
+    ctx = BuildContext(ws, settings, fake_stack(settings, ws, embedder=embedder).accounted(UsageLedger()), Progress())
+    registry = artifact_registry()
+    assert registry["tree"].build(ctx) and not registry["tree"].build(ctx)
+    by_sentences = make_settings(ws.root, index__long_texts="sentences", index__summarizer="extractive")
+    ctx = BuildContext(ws, by_sentences, ctx.models, Progress())
+    assert registry["tree"].build(ctx)
+    assert ws.manifest.entry("tree")["identity"]["embedder"].endswith(NAME_SUFFIX)

@@ -49,8 +49,11 @@ def build_tree_artifact(
     # Cluster summaries follow ``index.summarizer``: the chat model, or (without a chat
     # endpoint, by default) extractive summaries from the children's first sentences.
     chat = models.chat if settings.index.resolved_summarizer(settings.chat) == "llm" else None
+    embedder = long_text_embedder(models, settings)  # the summaries; leaves are the chunk vectors
     fingerprint = {"vectors": vectors_entry.get("inputs"), "config": ts.model_dump(),
                    "chat": chat.name if chat is not None else "extractive"}
+    if embedder is not models.embedder:  # summaries embedded as sentence means: their own vectors
+        fingerprint["summaries"] = embedder.name
     prompts = PromptLibrary.of_workspace(workspace.root).overridden("summarize_cluster") if chat is not None else {}
     if prompts:
         fingerprint["prompts"] = prompts
@@ -66,7 +69,6 @@ def build_tree_artifact(
         workspace.manifest.checkout(name)
     written = _read_written_from(basis_path) if stored else {}
     previous = _previous_tree(stored, written or {})
-    embedder = long_text_embedder(models, settings)  # the summaries; leaves are the chunk vectors
     identity = {"config": ts.model_dump(), "chat": chat.name if chat is not None else "extractive",
                 "embedder": embedder.name}
     plan = plan_update(workspace, settings, name, identity, [leaf[0] for leaf in leaves], lambda: previous,
