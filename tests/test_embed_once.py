@@ -94,6 +94,14 @@ def test_long_texts_are_embedded_whole_unless_told(tmp_path: Path) -> None:
         [f"Ada: {SENTENCE}", f"Bob: {SENTENCE} {OTHER}", f"Cy: {SENTENCE} {OTHER}"])
 
 
+def test_embedding_calls_are_512_texts_for_the_embedded_models_and_32_for_an_endpoint(tmp_path: Path) -> None:
+    assert make_settings(tmp_path).embedding.resolved_batch_size == 512
+    assert make_settings(tmp_path, embedding__base_url="http://localhost:1/v1",
+                         embedding__model="m").embedding.resolved_batch_size == 32
+    assert make_settings(tmp_path, embedding__batch_size=7).embedding.resolved_batch_size == 7
+    assert "\n  batch_size:" not in (Workspace.init(tmp_path / "ws").root / "unirag.yaml").read_text()
+
+
 def test_switching_long_texts_rebuilds_the_vectors(tmp_path: Path) -> None:
     ws, ctx, embedder, _ = _graph_workspace(tmp_path / "ws")
     assert artifact_registry()["relation_vectors"].build(ctx)

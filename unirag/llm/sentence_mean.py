@@ -15,8 +15,9 @@ docs: Performance). :class:`SentenceMeanEmbedder` embeds each text as
     normalise(sum over segments s of words(s) * v(s))
 
 with the segments of :func:`unirag.text.sentences.text_segments` (each sentence, with a short
-``Label:`` before one and the items of a ``;`` list apart) and ``v`` the wrapped model's normalised vector, every distinct segment
-embedded once per call and, through the model cache, once per workspace. The vector covers the
+``Label:`` before one and the items of a ``;`` list apart) and ``v`` the wrapped model's
+normalised vector, every distinct segment embedded once per call and, through the model cache,
+once per workspace. The vector covers the
 whole text, where the model alone read its first 256 word pieces.
 
 Queries, chunks and names are embedded whole: the artifact layer wraps the embedder only for
@@ -59,10 +60,6 @@ class SentenceMeanEmbedder:
         self.inner = inner
         self.name = f"{inner.name}{NAME_SUFFIX}"
         self._batch_size = batch_size  # segments per call of ``inner`` (an endpoint's request size)
-
-    @property
-    def dim(self) -> int:
-        return int(getattr(self.inner, "dim", 0))
 
     def embed(self, texts: list[str], stage: str = "embed") -> EmbeddingBatch:
         if not texts:
